@@ -1,0 +1,25 @@
+# simcalib: calibrating expensive simulators.  See README.md.
+#
+#   snakemake --cores 8                          # the default config, every study
+#   snakemake --cores 8 --configfile config/paper.yaml   # the papers' scale
+#   snakemake --profile workflow/profiles/slurm  # on a SLURM cluster
+#
+# The config is validated (schema, defaults, semantic checks) before any job runs.
+
+from simcalib.config import validate_config
+
+
+configfile: "config/config.yaml"
+
+
+validate_config(config)
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/simulate.smk"
+
+
+rule all:
+    input:
+        ALL_TARGETS,
+    default_target: True

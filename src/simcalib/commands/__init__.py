@@ -1,0 +1,1 @@
+"""CLI verbs, one module per workflow stage (see :mod:`simcalib.cli`)."""

@@ -1,0 +1,77 @@
+"""Helpers shared by CLI verbs: reading a rule's ``params`` JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from simcalib.errors import ConfigError
+
+
+def add_params_arg(p: argparse.ArgumentParser, what: str = "the config section") -> None:
+    p.add_argument(
+        "--params",
+        required=True,
+        help=f"{what} as a JSON string, or @FILE to read JSON/YAML from a file "
+        "(Snakemake passes the validated sub-dict so reruns track exactly what changed)",
+    )
+
+
+def add_seed_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, required=True, help="top-level seed of the config")
+
+
+def load_params(text: str) -> dict[str, Any]:
+    """Parse ``--params``: inline JSON or ``@path`` to a JSON or YAML file."""
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            raw = path.read_text()
+        except FileNotFoundError:
+            raise ConfigError("--params", f"file not found: {path}") from None
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            return yaml.safe_load(raw) or {}
+        text = raw
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError("--params", f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError("--params", "must be a JSON object")
+    return value
+
+
+def add_study_args(p: argparse.ArgumentParser) -> None:
+    """``--study NAME`` plus the study's settings, either as ``--params`` (what the
+    workflow passes: only the keys this step uses) or ``--config FILE`` (the whole
+    config, validated; handy when running a step by hand)."""
+    p.add_argument("--study", required=True, help="study name (a key of 'studies')")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--params", help="the study's settings as JSON (or @FILE)")
+    src.add_argument("--config", help="a whole config file; the study is taken from it")
+
+
+def study_from_args(args: argparse.Namespace) -> Any:
+    from simcalib.study import Study
+
+    if getattr(args, "config", None):
+        from simcalib.config import load_config
+        from simcalib.study import get_study
+
+        return get_study(load_config(args.config), args.study)
+    return Study(args.study, load_params(args.params))
+
+
+def seed_from_args(args: argparse.Namespace) -> int:
+    """The seed: ``--seed`` if given, else the ``seed`` of ``--config``."""
+    if getattr(args, "seed", None) is not None:
+        return int(args.seed)
+    if getattr(args, "config", None):
+        from simcalib.config import load_config
+
+        return int(load_config(args.config)["seed"])
+    raise ConfigError("--seed", "give --seed (or --config, whose 'seed' is used)")

@@ -1,0 +1,148 @@
+"""Configuration: load YAML, validate against the JSON schema, fill defaults, then
+check what a schema cannot express (bounds order, names that must exist ...).
+
+Validation happens once, when the workflow starts (the Snakefile calls
+:func:`validate_config`), so a misspelled key or a wrong type fails before any job
+runs, with the dotted key path in the message.  The schema is split by section
+(``workflow/schemas/*.schema.yaml``) and assembled through ``$ref``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT7
+
+from simcalib.errors import ConfigError
+
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+
+# Semantic checks registered by other modules: each gets the validated config and
+# raises ConfigError.  Registration keeps this module free of imports from the
+# stages it checks.
+_SEMANTIC_CHECKS: list[Callable[[dict[str, Any]], None]] = []
+
+
+def semantic_check(fn: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """Decorator: register ``fn(config)`` to run after schema validation."""
+    _SEMANTIC_CHECKS.append(fn)
+    return fn
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError("", f"config file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("", f"{path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("", f"{path} must hold a mapping at the top level")
+    return data
+
+
+def _registry(schema_dir: Path) -> Registry:
+    def retrieve(uri: str) -> Resource:
+        name = uri.rsplit("/", 1)[-1]
+        path = schema_dir / name
+        if not path.exists():
+            raise FileNotFoundError(f"schema $ref {uri!r}: no file {path}")
+        contents = yaml.safe_load(path.read_text())
+        # A "$schema" key would make jsonschema switch to the plain validator class for
+        # that dialect and silently stop filling defaults inside the referenced file.
+        contents.pop("$schema", None)
+        return DRAFT7.create_resource(contents)
+    return Registry(retrieve=retrieve)
+
+
+def _with_defaults(base: type) -> type:
+    """A validator class that fills ``default`` values while validating, as
+    Snakemake's own ``validate(..., set_default=True)`` does."""
+    validate_props = base.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: dict, instance: Any, schema: dict) -> Iterator:
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if isinstance(sub, dict) and "$ref" in sub and name not in instance:
+                    resolved = validator._resolver.lookup(sub["$ref"]).contents
+                    if "default" in resolved:
+                        instance[name] = _copy(resolved["default"])
+                elif isinstance(sub, dict) and "default" in sub and name not in instance:
+                    instance[name] = _copy(sub["default"])
+        yield from validate_props(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(base, {"properties": set_defaults})
+
+
+def _copy(value: Any) -> Any:
+    import copy
+
+    return copy.deepcopy(value)
+
+
+def _format_error(err: jsonschema.ValidationError) -> ConfigError:
+    path = ".".join(str(p) for p in err.absolute_path)
+    msg = err.message
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = list(err.schema.get("properties", {}))
+        extra = [k for k in err.instance if k not in allowed]
+        hints = []
+        for key in extra:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        key_path = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else path)
+        return ConfigError(key_path, f"unknown key {', '.join(hints)}; allowed keys: {allowed}")
+    if err.validator == "enum":
+        msg = f"{err.instance!r} is not one of the allowed values {err.validator_value}"
+    return ConfigError(path, msg)
+
+
+def _best_error(errors: list[jsonschema.ValidationError]) -> jsonschema.ValidationError:
+    return jsonschema.exceptions.best_match(errors) or errors[0]
+
+
+def validate_schema(config: dict[str, Any], schema_dir: str | Path | None = None,
+                    schema_name: str = "config.schema.yaml") -> dict[str, Any]:
+    """Validate ``config`` in place against ``schema_name`` and fill defaults."""
+    sdir = Path(schema_dir) if schema_dir else SCHEMA_DIR
+    schema = yaml.safe_load((sdir / schema_name).read_text())
+    cls = _with_defaults(jsonschema.Draft7Validator)
+    validator = cls(schema, registry=_registry(sdir))
+    errors = list(validator.iter_errors(config))
+    if errors:
+        raise _format_error(_best_error(errors))
+    return config
+
+
+def validate_config(config: dict[str, Any], schema_dir: str | Path | None = None) -> dict[str, Any]:
+    """Schema validation with defaults, then every registered semantic check."""
+    validate_schema(config, schema_dir)
+    _import_checks()
+    for check in _SEMANTIC_CHECKS:
+        check(config)
+    return config
+
+
+def _import_checks() -> None:
+    """Import the modules whose semantic checks must run (they register on import)."""
+    import importlib
+
+    for mod in CHECK_MODULES:
+        importlib.import_module(mod)
+
+
+# Modules that register @semantic_check functions.
+CHECK_MODULES: list[str] = ["simcalib.study"]
+
+
+def load_config(path: str | Path, schema_dir: str | Path | None = None) -> dict[str, Any]:
+    """Load and validate a config file (what the CLI and tests use)."""
+    return validate_config(load_yaml(path), schema_dir)

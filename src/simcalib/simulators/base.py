@@ -1,0 +1,115 @@
+"""The simulator protocol and its registry.
+
+A simulator takes a batch of input rows (a DataFrame whose columns are the study's
+tunable and context inputs) and one seed per row, and returns a DataFrame with the
+same index: one column per output, plus ``status`` (``ok`` or a failure kind) and
+``message``.  Failures are data, never exceptions: a crashed, hung or NaN-returning
+run becomes a row with a status, and downstream stages use only ``ok`` rows.
+
+Simulators are looked up by ``type`` in :data:`REGISTRY`; each entry is a builder
+``(options, study) -> Simulator`` that validates its options and raises
+:class:`~simcalib.errors.ConfigError` with the key path on bad ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import pandas as pd
+
+from simcalib.errors import ConfigError
+
+# Failure kinds a row's ``status`` can take.
+STATUS_OK = "ok"
+STATUS_NAN = "nan_output"
+STATUS_ERROR = "error"
+STATUS_TIMEOUT = "timeout"
+STATUS_MISSING = "missing_output"
+STATUS_PARSE = "parse_error"
+STATUS_INVALID = "invalid_input"
+STATUSES = (STATUS_OK, STATUS_NAN, STATUS_ERROR, STATUS_TIMEOUT, STATUS_MISSING, STATUS_PARSE,
+            STATUS_INVALID)
+
+
+@runtime_checkable
+class Simulator(Protocol):
+    """What every simulator provides."""
+
+    outputs: list[str]
+
+    def run(self, inputs: pd.DataFrame, seeds: np.ndarray, threads: int = 1) -> pd.DataFrame:
+        """Simulate every row of ``inputs``; see the module docstring for the result."""
+        ...
+
+
+Builder = Callable[[Mapping[str, Any], Mapping[str, Any], str], Simulator]
+REGISTRY: dict[str, Builder] = {}
+
+
+def register(name: str) -> Callable[[Builder], Builder]:
+    """Decorator registering a simulator builder under ``name``."""
+
+    def deco(fn: Builder) -> Builder:
+        REGISTRY[name] = fn
+        return fn
+
+    return deco
+
+
+def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index) -> pd.DataFrame:
+    """Normalise a simulator's raw result: every output column present and float,
+    ``status``/``message`` present, and non-finite outputs of an ``ok`` row turned
+    into a ``nan_output`` status row (a NaN must never pass as data)."""
+    out = pd.DataFrame(index=index)
+    for name in outputs:
+        out[name] = pd.to_numeric(result[name], errors="coerce") if name in result else np.nan
+    status = result["status"].astype(str) if "status" in result else pd.Series(STATUS_OK, index=index)
+    message = (result["message"].fillna("").astype(str) if "message" in result
+               else pd.Series("", index=index))
+    vals = out[list(outputs)].to_numpy(dtype=float) if outputs else np.zeros((len(index), 0))
+    bad = (status == STATUS_OK).to_numpy() & ~np.isfinite(vals).all(axis=1)
+    if bad.any():
+        names = np.array(outputs)
+        for i in np.flatnonzero(bad):
+            message.iloc[i] = f"non-finite output(s): {list(names[~np.isfinite(vals[i])])}"
+        status = status.where(~bad, STATUS_NAN)
+    out["status"] = status.to_numpy()
+    out["message"] = message.to_numpy()
+    return out
+
+
+def check_options(options: Mapping[str, Any], allowed: Mapping[str, Any], key: str) -> None:
+    """Reject unknown option keys, naming the key path and the allowed keys."""
+    import difflib
+
+    for k in options:
+        if k not in allowed:
+            close = difflib.get_close_matches(k, list(allowed), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"{key}.{k}", f"unknown option{hint}; allowed: {sorted(allowed)}")
+
+
+def make_simulator(study: Mapping[str, Any], key: str = "study") -> Simulator:
+    """Build the simulator a study names (``study['simulator']['type']``)."""
+    from simcalib import simulators as _pkg  # noqa: F401  (registers the built-ins)
+
+    spec = study["simulator"]
+    kind = spec["type"]
+    if kind not in REGISTRY:
+        raise ConfigError(f"{key}.simulator.type",
+                          f"unknown simulator {kind!r}; known: {sorted(REGISTRY)}")
+    sim = REGISTRY[kind](spec.get("options") or {}, study, f"{key}.simulator.options")
+    declared = study.get("outputs")
+    if declared:
+        missing = [o for o in declared if o not in sim.outputs]
+        if missing:
+            raise ConfigError(f"{key}.outputs", f"{missing} not produced by simulator {kind!r}, "
+                              f"which gives {sim.outputs}")
+    return sim
+
+
+def study_outputs(study: Mapping[str, Any], sim: Simulator) -> list[str]:
+    """The outputs a study calibrates on: ``outputs`` from config, else all."""
+    return list(study.get("outputs") or sim.outputs)

@@ -1,0 +1,87 @@
+"""Any importable Python function as a simulator: ``module:function``.
+
+The function receives a DataFrame of input rows (and, if it accepts them, the
+``seeds`` array and the ``options`` dict) and returns a DataFrame (or a dict of
+arrays) with one column per output; ``status``/``message`` columns are optional.
+An exception inside the function fails the whole batch, so it is caught and every
+row of that batch gets status ``error`` with the exception text: failures are
+data, not crashes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simcalib.errors import ConfigError
+from simcalib.simulators.base import STATUS_ERROR, check_options, finalize, register
+
+ALLOWED = {"function": None, "outputs": None, "options": None, "path": None}
+
+
+def load_callable(spec: str, key: str, path: str | None = None) -> Callable[..., Any]:
+    if ":" not in spec:
+        raise ConfigError(key, f"{spec!r} must look like 'package.module:function'")
+    mod_name, fn_name = spec.split(":", 1)
+    if path:
+        p = str(Path(path).resolve())
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ConfigError(key, f"cannot import module {mod_name!r}: {exc}") from None
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        raise ConfigError(key, f"module {mod_name!r} has no callable {fn_name!r}")
+    return fn
+
+
+class PythonFunction:
+    def __init__(self, fn: Callable[..., Any], outputs: list[str],
+                 options: Mapping[str, Any]) -> None:
+        self.fn = fn
+        self.outputs = outputs
+        self.options = dict(options)
+        params = inspect.signature(fn).parameters
+        self._takes_seeds = "seeds" in params
+        self._takes_options = "options" in params
+
+    def run(self, inputs: pd.DataFrame, seeds: np.ndarray, threads: int = 1) -> pd.DataFrame:
+        kwargs: dict[str, Any] = {}
+        if self._takes_seeds:
+            kwargs["seeds"] = np.asarray(seeds)
+        if self._takes_options:
+            kwargs["options"] = self.options
+        try:
+            raw = self.fn(inputs.copy(), **kwargs)
+            res = pd.DataFrame(raw)
+            if len(res) != len(inputs):
+                raise ValueError(f"returned {len(res)} rows for {len(inputs)} inputs")
+            res.index = inputs.index
+        except Exception as exc:  # failures are data
+            tail = traceback.format_exc(limit=2).strip().splitlines()[-1]
+            res = pd.DataFrame({"status": STATUS_ERROR, "message": f"{type(exc).__name__}: {tail}"},
+                               index=inputs.index)
+        return finalize(res, self.outputs, inputs.index)
+
+
+@register("python")
+def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> PythonFunction:
+    check_options(options, ALLOWED, key)
+    if "function" not in options:
+        raise ConfigError(f"{key}.function", "required: 'package.module:function'")
+    outputs = list(options.get("outputs") or study.get("outputs") or [])
+    if not outputs:
+        raise ConfigError(f"{key}.outputs", "list the outputs the function returns "
+                          "(or give the study's 'outputs')")
+    fn = load_callable(str(options["function"]), f"{key}.function", options.get("path"))
+    return PythonFunction(fn, outputs, options.get("options") or {})

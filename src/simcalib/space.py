@@ -1,0 +1,361 @@
+"""Parameter spaces: tunable inputs, contextual inputs, scaling and designs.
+
+A *tunable* input is what calibration searches over; a *context* is an input the
+simulator needs but calibration holds fixed at the target's value (paper 1's
+Rosenbrock ``a, b``).  Tunable bounds may be expressions of contexts
+(``x in [a-1, a+1]``), which is why bounds are evaluated per row.
+
+Designs map a unit-cube sample (scrambled Sobol, Latin hypercube or uniform, all
+from a seeded Generator) to the box; integer inputs take each integer with equal
+probability (``floor(lb + u (ub - lb + 1))``); log inputs are uniform in log space.
+Linear domain constraints (``responsedelay >= ascertainmentdelay``) are enforced by
+rejection, so every sampler that draws candidate inputs respects them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import qmc
+
+from simcalib.errors import ConfigError
+from simcalib.expressions import (
+    ExpressionError,
+    LinearConstraint,
+    evaluate,
+    names_in,
+    parse_linear_constraint,
+)
+
+DESIGN_METHODS = ("sobol", "lhs", "uniform")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A tunable input.  ``lower``/``upper`` are numbers or expressions of contexts."""
+
+    name: str
+    lower: float | str
+    upper: float | str
+    integer: bool = False
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Context:
+    """A contextual input: discrete ``values`` or a continuous range."""
+
+    name: str
+    values: tuple[float, ...] | None = None
+    lower: float | None = None
+    upper: float | None = None
+
+    @property
+    def discrete(self) -> bool:
+        return self.values is not None
+
+    @property
+    def span(self) -> tuple[float, float]:
+        if self.values is not None:
+            return float(min(self.values)), float(max(self.values))
+        return float(self.lower), float(self.upper)  # type: ignore[arg-type]
+
+
+@dataclass
+class Space:
+    parameters: list[Parameter]
+    contexts: list[Context] = field(default_factory=list)
+    constraints: list[LinearConstraint] = field(default_factory=list)
+
+    # ---- names -------------------------------------------------------------
+    @property
+    def tunable_names(self) -> list[str]:
+        return [p.name for p in self.parameters]
+
+    @property
+    def context_names(self) -> list[str]:
+        return [c.name for c in self.contexts]
+
+    @property
+    def input_names(self) -> list[str]:
+        """Metamodel input order: tunables, then contexts."""
+        return self.tunable_names + self.context_names
+
+    @property
+    def integer_mask(self) -> np.ndarray:
+        return np.array([p.integer for p in self.parameters], dtype=bool)
+
+    @property
+    def log_mask(self) -> np.ndarray:
+        return np.array([p.log for p in self.parameters], dtype=bool)
+
+    # ---- bounds ------------------------------------------------------------
+    def bounds(self, context: Mapping[str, Any] | pd.DataFrame | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Tunable bounds at ``context``.  A dict of scalars gives arrays of shape (d,);
+        a DataFrame of context columns gives arrays of shape (n, d)."""
+        if isinstance(context, pd.DataFrame):
+            env = {c: context[c].to_numpy(dtype=float) for c in self.context_names}
+            n = len(context)
+            lo = np.column_stack([np.broadcast_to(evaluate(p.lower, env), (n,))
+                                  for p in self.parameters]) if self.parameters else np.zeros((n, 0))
+            hi = np.column_stack([np.broadcast_to(evaluate(p.upper, env), (n,))
+                                  for p in self.parameters]) if self.parameters else np.zeros((n, 0))
+            return lo.astype(float), hi.astype(float)
+        env = {k: float(v) for k, v in (context or {}).items()}
+        missing = [p for p in self.parameters
+                   for side in (p.lower, p.upper)
+                   if isinstance(side, str) and names_in(side) - set(env)]
+        if missing:
+            return self.global_bounds()
+        lo = np.array([float(evaluate(p.lower, env)) for p in self.parameters])  # type: ignore[arg-type]
+        hi = np.array([float(evaluate(p.upper, env)) for p in self.parameters])  # type: ignore[arg-type]
+        return lo, hi
+
+    def global_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Tunable bounds over every admissible context (corners of the context box;
+        exact for bounds monotone in each context, which covers affine and the
+        squares used in practice over non-negative ranges)."""
+        if not self.contexts:
+            return self.bounds({})
+        corners = [c.values if c.discrete else c.span for c in self.contexts]
+        lows, highs = [], []
+        for combo in itertools.product(*corners):
+            lo, hi = self.bounds(dict(zip(self.context_names, combo, strict=True)))
+            lows.append(lo)
+            highs.append(hi)
+        return np.min(lows, axis=0), np.max(highs, axis=0)
+
+    # ---- scaling -----------------------------------------------------------
+    def to_unit(self, x: np.ndarray) -> np.ndarray:
+        """Tunables to [0, 1] over the global bounds (log-aware).  Used for distances
+        and proximity boxes, so that every input weighs the same."""
+        lo, hi = self.global_bounds()
+        x = np.asarray(x, dtype=float)
+        lm = self.log_mask
+        xs, los, his = x.copy(), lo.copy(), hi.copy()
+        if lm.any():
+            xs[..., lm] = np.log(x[..., lm])
+            los[lm], his[lm] = np.log(lo[lm]), np.log(hi[lm])
+        return (xs - los) / np.where(his > los, his - los, 1.0)
+
+    def from_unit(self, u: np.ndarray) -> np.ndarray:
+        lo, hi = self.global_bounds()
+        u = np.asarray(u, dtype=float)
+        lm = self.log_mask
+        los, his = lo.copy(), hi.copy()
+        if lm.any():
+            los[lm], his[lm] = np.log(lo[lm]), np.log(hi[lm])
+        x = los + u * (his - los)
+        if lm.any():
+            x[..., lm] = np.exp(x[..., lm])
+        return x
+
+    def round_integers(self, x: np.ndarray) -> np.ndarray:
+        x = np.array(x, dtype=float, copy=True)
+        im = self.integer_mask
+        if im.any():
+            x[..., im] = np.round(x[..., im])
+        return x
+
+    # ---- constraints -------------------------------------------------------
+    def feasible(self, df: pd.DataFrame, tol: float = 1e-9) -> np.ndarray:
+        """Rows of ``df`` (tunable + context columns) satisfying every constraint."""
+        ok = np.ones(len(df), dtype=bool)
+        env = {c: df[c].to_numpy(dtype=float) for c in df.columns if c in self.input_names}
+        for con in self.constraints:
+            ok &= con.satisfied(env, tol)
+        return ok
+
+    # ---- sampling ----------------------------------------------------------
+    def _map_unit(self, u: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Unit sample (n, d) to tunables inside per-row bounds (n, d)."""
+        x = np.empty_like(u)
+        for j, p in enumerate(self.parameters):
+            a, b = lo[:, j], hi[:, j]
+            if p.integer:
+                a_i, b_i = np.ceil(a - 1e-9), np.floor(b + 1e-9)
+                x[:, j] = np.minimum(np.floor(a_i + u[:, j] * (b_i - a_i + 1)), b_i)
+            elif p.log:
+                x[:, j] = np.exp(np.log(a) + u[:, j] * (np.log(b) - np.log(a)))
+            else:
+                x[:, j] = a + u[:, j] * (b - a)
+        return x
+
+    def sample_tunables(self, n: int, rng: np.random.Generator, method: str = "uniform",
+                        context: Mapping[str, float] | None = None,
+                        box: tuple[np.ndarray, np.ndarray] | None = None,
+                        max_tries: int = 50) -> pd.DataFrame:
+        """``n`` feasible tunable vectors at a fixed context, inside ``box`` (default:
+        the bounds at that context), as a DataFrame with tunable and context columns."""
+        lo, hi = box if box is not None else self.bounds(context)
+        ctx = dict(context or {})
+        rows: list[pd.DataFrame] = []
+        have = 0
+        for _ in range(max_tries):
+            m = max(2 * (n - have), 8)
+            u = unit_sample(m, len(self.parameters), rng, method)
+            x = self._map_unit(u, np.broadcast_to(lo, (m, len(lo))), np.broadcast_to(hi, (m, len(hi))))
+            df = pd.DataFrame(x, columns=self.tunable_names)
+            for c in self.context_names:
+                if c in ctx:
+                    df[c] = float(ctx[c])
+            df = df[self.feasible(df)]
+            rows.append(df)
+            have += len(df)
+            if have >= n:
+                break
+        out = pd.concat(rows, ignore_index=True).head(n) if rows else pd.DataFrame()
+        if len(out) < n:
+            raise ConfigError("constraints", f"could only draw {len(out)} of {n} points that "
+                              "satisfy the constraints inside the box; the feasible region is "
+                              "empty or tiny")
+        return out.reset_index(drop=True)
+
+    def context_levels(self, override: Mapping[str, Sequence[float]] | None = None
+                       ) -> list[dict[str, float]]:
+        """Full factorial over discrete contexts (``override`` replaces their values)."""
+        discrete = [c for c in self.contexts if c.discrete]
+        values = [list((override or {}).get(c.name, c.values)) for c in discrete]  # type: ignore[arg-type]
+        return [dict(zip([c.name for c in discrete], combo, strict=True))
+                for combo in itertools.product(*values)] if discrete else [{}]
+
+    def design(self, n: int, rng: np.random.Generator, method: str = "sobol",
+               context_override: Mapping[str, Sequence[float]] | None = None,
+               per_level: bool = True) -> pd.DataFrame:
+        """A design over tunables and contexts.  Discrete contexts are crossed (``n``
+        points per level when ``per_level``, else ``n`` in all, spread evenly);
+        continuous contexts are sampled jointly with the tunables."""
+        levels = self.context_levels(context_override)
+        cont = [c for c in self.contexts if not c.discrete]
+        counts = ([n] * len(levels) if per_level
+                  else [n // len(levels) + (i < n % len(levels)) for i in range(len(levels))])
+        frames = []
+        for level, k in zip(levels, counts, strict=True):
+            if k == 0:
+                continue
+            frames.append(self._design_level(k, rng, method, level, cont))
+        df = pd.concat(frames, ignore_index=True)
+        return df[self.input_names]
+
+    def _design_level(self, n: int, rng: np.random.Generator, method: str,
+                      level: Mapping[str, float], cont: list[Context]) -> pd.DataFrame:
+        d = len(self.parameters) + len(cont)
+        out: list[pd.DataFrame] = []
+        have = 0
+        for _ in range(50):
+            m = n if not out else max(2 * (n - have), 8)
+            u = unit_sample(m, d, rng, method if not out else "uniform")
+            df = pd.DataFrame(index=range(m))
+            for j, c in enumerate(cont):
+                lo_c, hi_c = c.span
+                df[c.name] = lo_c + u[:, len(self.parameters) + j] * (hi_c - lo_c)
+            for name, val in level.items():
+                df[name] = float(val)
+            lo, hi = self.bounds(df) if self.contexts else (
+                np.broadcast_to(self.bounds({})[0], (m, len(self.parameters))),
+                np.broadcast_to(self.bounds({})[1], (m, len(self.parameters))))
+            x = self._map_unit(u[:, : len(self.parameters)], lo, hi)
+            for j, name in enumerate(self.tunable_names):
+                df[name] = x[:, j]
+            df = df[self.feasible(df)]
+            out.append(df)
+            have += len(df)
+            if have >= n:
+                break
+        res = pd.concat(out, ignore_index=True).head(n)
+        if len(res) < n:
+            raise ConfigError("constraints", "the constraints leave (almost) no feasible "
+                              "inputs inside the bounds")
+        return res.reset_index(drop=True)
+
+
+def unit_sample(n: int, d: int, rng: np.random.Generator, method: str) -> np.ndarray:
+    """``n`` points in [0, 1)^d: scrambled Sobol, Latin hypercube or uniform."""
+    if d == 0:
+        return np.zeros((n, 0))
+    if method == "uniform":
+        return rng.random((n, d))
+    if method == "lhs":
+        return qmc.LatinHypercube(d=d, rng=rng).random(n)
+    if method == "sobol":
+        sampler = qmc.Sobol(d=d, scramble=True, rng=rng)
+        m = int(np.ceil(np.log2(max(n, 2))))
+        return sampler.random_base2(m)[:n]  # a power-of-two prefix keeps balance best
+    raise ValueError(f"unknown design method {method!r}; use one of {DESIGN_METHODS}")
+
+
+# ---- construction from config --------------------------------------------------
+
+def space_from_config(study: Mapping[str, Any], key: str = "study") -> Space:
+    """Build a Space from a study's config, naming the offending key on error."""
+    contexts: list[Context] = []
+    for name, spec in (study.get("contexts") or {}).items():
+        path = f"{key}.contexts.{name}"
+        if "values" in spec:
+            vals = tuple(float(v) for v in spec["values"])
+            if not vals:
+                raise ConfigError(f"{path}.values", "needs at least one value")
+            contexts.append(Context(name, values=vals))
+        elif "lower" in spec and "upper" in spec:
+            if not float(spec["lower"]) < float(spec["upper"]):
+                raise ConfigError(f"{path}", f"lower ({spec['lower']}) must be < upper "
+                                  f"({spec['upper']})")
+            contexts.append(Context(name, lower=float(spec["lower"]), upper=float(spec["upper"])))
+        else:
+            raise ConfigError(path, "give either 'values' or both 'lower' and 'upper'")
+    ctx_names = {c.name for c in contexts}
+    params: list[Parameter] = []
+    for name, spec in (study.get("parameters") or {}).items():
+        path = f"{key}.parameters.{name}"
+        if name in ctx_names:
+            raise ConfigError(path, "a name cannot be both a parameter and a context")
+        for side in ("lower", "upper"):
+            val = spec[side]
+            if isinstance(val, str):
+                try:
+                    unknown = names_in(val) - ctx_names
+                except ExpressionError as exc:
+                    raise ConfigError(f"{path}.{side}", str(exc)) from None
+                if unknown:
+                    raise ConfigError(f"{path}.{side}", f"expression {val!r} uses {sorted(unknown)}"
+                                      f", which are not contexts ({sorted(ctx_names)})")
+        params.append(Parameter(name, spec["lower"], spec["upper"],
+                                bool(spec.get("integer", False)), bool(spec.get("log", False))))
+    if not params:
+        raise ConfigError(f"{key}.parameters", "a study needs at least one tunable parameter")
+    space = Space(params, contexts)
+    # bounds order at every context corner
+    corners = [c.values if c.discrete else c.span for c in contexts] or [()]
+    for combo in itertools.product(*corners) if contexts else [()]:
+        lo, hi = space.bounds(dict(zip([c.name for c in contexts], combo, strict=True)))
+        for p, a, b in zip(params, lo, hi, strict=True):
+            where = f" at context {dict(zip([c.name for c in contexts], combo, strict=True))}" \
+                if contexts else ""
+            if not a < b:
+                raise ConfigError(f"{key}.parameters.{p.name}",
+                                  f"lower ({a:g}) must be < upper ({b:g}){where}")
+            if p.log and a <= 0:
+                raise ConfigError(f"{key}.parameters.{p.name}.lower",
+                                  "a log-scaled input needs lower > 0")
+            if p.integer and np.floor(b) < np.ceil(a):
+                raise ConfigError(f"{key}.parameters.{p.name}",
+                                  f"no integer lies in [{a:g}, {b:g}]")
+    cons = []
+    for i, text in enumerate(study.get("constraints") or []):
+        try:
+            con = parse_linear_constraint(text)
+        except ExpressionError as exc:
+            raise ConfigError(f"{key}.constraints[{i}]", str(exc)) from None
+        unknown = set(con.coefs) - set(space.input_names)
+        if unknown:
+            raise ConfigError(f"{key}.constraints[{i}]", f"{text!r} uses unknown input(s) "
+                              f"{sorted(unknown)}; inputs are {space.input_names}")
+        cons.append(con)
+    space.constraints = cons
+    return space

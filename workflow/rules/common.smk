@@ -1,0 +1,29 @@
+# Shared helpers: the list every stage appends its final targets to, params as JSON,
+# wildcard constraints.
+
+import json
+
+ALL_TARGETS = []
+
+STUDIES = list(config.get("studies", {}).keys())
+
+
+wildcard_constraints:
+    study="[A-Za-z][A-Za-z0-9_-]*",
+    chunk=r"\d+",
+
+
+def as_json(obj):
+    """A config sub-dict as compact, key-sorted JSON for `params:` (so a change in
+    exactly these values, and no others, makes Snakemake rerun the rule)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def study_params(*keys):
+    """`params:` function: only the given keys of the study's config."""
+
+    def fn(wildcards):
+        cfg = config["studies"][wildcards.study]
+        return as_json({k: cfg[k] for k in keys if k in cfg})
+
+    return fn
