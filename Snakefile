@@ -12,6 +12,10 @@ from simcalib.config import validate_config
 configfile: "config/config.yaml"
 
 
+# One environment for every rule when run with --software-deployment-method conda.
+conda: "envs/simcalib.yaml"
+
+
 validate_config(config)
 
 

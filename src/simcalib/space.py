@@ -102,10 +102,10 @@ class Space:
         if isinstance(context, pd.DataFrame):
             env = {c: context[c].to_numpy(dtype=float) for c in self.context_names}
             n = len(context)
-            lo = np.column_stack([np.broadcast_to(evaluate(p.lower, env), (n,))
-                                  for p in self.parameters]) if self.parameters else np.zeros((n, 0))
-            hi = np.column_stack([np.broadcast_to(evaluate(p.upper, env), (n,))
-                                  for p in self.parameters]) if self.parameters else np.zeros((n, 0))
+            cols_lo = [np.broadcast_to(evaluate(p.lower, env), (n,)) for p in self.parameters]
+            cols_hi = [np.broadcast_to(evaluate(p.upper, env), (n,)) for p in self.parameters]
+            lo = np.column_stack(cols_lo) if cols_lo else np.zeros((n, 0))
+            hi = np.column_stack(cols_hi) if cols_hi else np.zeros((n, 0))
             return lo.astype(float), hi.astype(float)
         env = {k: float(v) for k, v in (context or {}).items()}
         missing = [p for p in self.parameters
@@ -163,6 +163,32 @@ class Space:
             x[..., im] = np.round(x[..., im])
         return x
 
+    def proximity_box(self, anchor: np.ndarray, radius: float,
+                      context: Mapping[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Paper 1's proximity box: half-width ``radius * (ub - lb)`` per input around
+        ``anchor`` (bounds at ``context``), clipped to the bounds; integer inputs get
+        integer box ends.  Raises if the box is empty after rounding."""
+        if not 0.0 < radius <= 1.0:
+            raise ConfigError("proximity", f"must lie in (0, 1], got {radius}")
+        lo, hi = self.bounds(context)
+        anchor = np.asarray(anchor, dtype=float)
+        if anchor.shape != lo.shape:
+            raise ValueError(f"anchor has {anchor.shape[0]} values for {lo.shape[0]} inputs")
+        half = radius * (hi - lo)
+        blo, bhi = np.maximum(lo, anchor - half), np.minimum(hi, anchor + half)
+        im = self.integer_mask
+        blo[im], bhi[im] = np.ceil(blo[im] - 1e-9), np.floor(bhi[im] + 1e-9)
+        if im.any():
+            # an integer anchor always keeps its own value inside the box
+            a = np.clip(np.round(anchor[im]), lo[im], hi[im])
+            blo[im], bhi[im] = np.minimum(blo[im], a), np.maximum(bhi[im], a)
+        empty = blo > bhi + 1e-12
+        if empty.any():
+            names = [n for n, e in zip(self.tunable_names, empty, strict=True) if e]
+            raise ConfigError("proximity", f"the proximity box is empty for {names} "
+                              f"(anchor {anchor.tolist()} outside the bounds?)")
+        return blo, bhi
+
     # ---- constraints -------------------------------------------------------
     def feasible(self, df: pd.DataFrame, tol: float = 1e-9) -> np.ndarray:
         """Rows of ``df`` (tunable + context columns) satisfying every constraint."""
@@ -200,7 +226,8 @@ class Space:
         for _ in range(max_tries):
             m = max(2 * (n - have), 8)
             u = unit_sample(m, len(self.parameters), rng, method)
-            x = self._map_unit(u, np.broadcast_to(lo, (m, len(lo))), np.broadcast_to(hi, (m, len(hi))))
+            x = self._map_unit(u, np.broadcast_to(lo, (m, len(lo))),
+                               np.broadcast_to(hi, (m, len(hi))))
             df = pd.DataFrame(x, columns=self.tunable_names)
             for c in self.context_names:
                 if c in ctx:

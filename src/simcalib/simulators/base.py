@@ -65,7 +65,8 @@ def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index) -> p
     out = pd.DataFrame(index=index)
     for name in outputs:
         out[name] = pd.to_numeric(result[name], errors="coerce") if name in result else np.nan
-    status = result["status"].astype(str) if "status" in result else pd.Series(STATUS_OK, index=index)
+    status = (result["status"].astype(str) if "status" in result
+              else pd.Series(STATUS_OK, index=index))
     message = (result["message"].fillna("").astype(str) if "message" in result
                else pd.Series("", index=index))
     vals = out[list(outputs)].to_numpy(dtype=float) if outputs else np.zeros((len(index), 0))

@@ -41,5 +41,6 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Epi
     missing = sorted(set(epidemic.INPUTS) - names)
     if missing:
         raise ConfigError(key.rsplit(".", 2)[0] + ".parameters",
-                          f"the epidemic simulator needs inputs {missing} (as parameters or contexts)")
+                          f"the epidemic simulator needs inputs {missing} "
+                          "(as parameters or contexts)")
     return EpidemicSimulator(opts)

@@ -64,6 +64,7 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Ros
     missing = {"x", "y"} - names
     if missing:
         raise ConfigError(key.rsplit(".", 2)[0] + ".parameters",
-                          f"the rosenbrock simulator needs inputs named x and y; missing {sorted(missing)}")
+                          "the rosenbrock simulator needs inputs named x and y; "
+                          f"missing {sorted(missing)}")
     return Rosenbrock(float(opts["noise_sd"]), float(opts["noise_rel"]), float(opts["a"]),
                       float(opts["b"]), str(opts["output"]))

@@ -1,0 +1,524 @@
+r"""A FluTE-style stochastic, age-structured influenza model (stand-in for FluTE).
+
+Why this exists: paper 1 calibrates FluTE (a C++ agent-based influenza model, minutes
+per 500k-person run) through a neural metamodel.  This module gives the same six
+inputs and nine outputs with the same mechanisms (transmission set by R0, ascertainment
+of symptomatic cases, a reactive vaccination campaign with a daily dose limit and a
+coverage cap), as an exact-count chain-binomial model that runs in milliseconds, so
+whole calibration studies run on a laptop.  Full description: ``docs/epidemic.md``.
+
+Population
+----------
+``population`` people split (largest-remainder rounding, deterministic) over FluTE's
+five age groups a = 0..4 (0-4, 5-18, 19-29, 30-64, 65+) with US-like shares, and within
+each age group into high-risk / not and, for women in groups 2 (19-29) and 3 (30-64),
+pregnant / not: strata j with size N_j, age a(j), flags hr(j), preg(j) (14 non-empty
+strata).  High-risk status is independent of pregnancy.
+
+State per stratum j (all integer counts), day t
+------------------------------------------------
+S_j                  unvaccinated susceptible
+V_{j,k}              vaccinated, k = 0..T_v-1 days since the dose, not yet protected
+P_j                  vaccinated and protected (leaky: susceptibility 1 - VE)
+E_{j,k}              latent, k days since infection
+I^u_{j,k}            symptomatic, never ascertained, k days since onset
+I^a_{j,k}            symptomatic, ascertained ``ascertainmentdelay`` = d_A days after onset
+I^0_{j,k}            asymptomatic infectious
+C_j                  cumulative symptomatic onsets (the outputs' numerator)
+
+Transmission (frequency dependent, age mixing by a reciprocal 5x5 contact matrix M)
+------------------------------------------------------------------------------------
+Infectiousness of stratum j on day t::
+
+    J_j = sum_k [ I^u_{j,k} + w^a_k I^a_{j,k} + alpha I^0_{j,k} ],
+    w^a_k = 1 - epsilon  if k >= d_A  else 1        (ascertained cases isolate / are
+                                                   treated: infectiousness x (1-epsilon))
+    lambda_a = beta * sum_b M_ab * (sum_{j: a(j)=b} J_j) / N_b
+    p_a = 1 - exp(-lambda_a),   p^P_a = 1 - exp(-(1 - VE) lambda_a)
+
+    new infections: Bin(S_j, p_a(j)), Bin(V_{j,k}, p_a(j)), Bin(P_j, p^P_a(j))  -> E_{j,0}
+
+beta is set from R0: with D the mean number of infectious days (of the discretised
+infectious-period distribution) and q = sigma + (1 - sigma) alpha the mean relative
+infectiousness, the next-generation matrix (no interventions, fully susceptible) is
+K_ab = beta q D M_ab N_a / N_b, whose spectral radius equals that of M, so
+beta = R0 / (q D rho(M)).
+
+Progression (age-of-infection chain binomial)
+---------------------------------------------
+Latent and infectious periods are Erlang (gamma with integer shape) distributions
+discretised to whole days (round to nearest, at least 1 day, truncated at a maximum),
+with discrete hazards h(k) = P(T = k+1 | T > k).  Each day, per cohort k::
+
+    leave_{j,k} ~ Bin(E_{j,k}, h_E(k));  the rest move to k+1.
+    leavers L_j = sum_k leave_{j,k}:  symptomatic Y_j ~ Bin(L_j, sigma), of which
+    ascertained A_j ~ Bin(Y_j, f_A) (f_A = ``ascertainmentfraction``);
+    Y_j - A_j -> I^u_{j,0},  A_j -> I^a_{j,0},  L_j - Y_j -> I^0_{j,0};  C_j += Y_j.
+    recover_{j,k} ~ Bin(I_{j,k}, h_I(k)) in each infectious array; the rest move on.
+
+An ascertained case counts as ascertained on day onset + d_A.
+
+Response and vaccination
+------------------------
+The response is triggered on the first day t* on which the cumulative number of
+ascertained cases reaches ``response_threshold`` x population (FluTE's
+``responsethreshhold``; default 1e-4, i.e. 50 cases in 500k); the mass-vaccination
+campaign starts on day t* + ``responsedelay``.  From then on each day at most
+G = ``vaccinedosesdaily`` x population / ``dose_unit_population`` doses (rounded) are
+given.  Each stratum has W_j = round(``vaccinationfraction`` x N_j) people willing to be
+vaccinated; doses go first to priority tier 1 (pregnant or high-risk), then to everyone
+else, within a tier multinomially in proportion to the remaining willing unvaccinated
+W_j - n_j (n_j: doses already given in j).  Vaccination does not test for immunity: of
+the x_j doses given in stratum j, the number reaching unvaccinated susceptibles is
+hypergeometric, H_j ~ Hyp(S_j, U_j - S_j, x_j) with U_j = N_j - n_j unvaccinated people;
+S_j -= H_j, V_{j,0} += H_j; doses given to latent, infected or recovered people are
+wasted.  After T_v = ``vaccine_protection_delay`` days V becomes P (leaky protection,
+efficacy VE = ``vaccine_efficacy``).
+
+The run stops when no latent or infectious person is left in any replicate, or after
+``max_days`` days.  ``options.replicates`` replicates are simulated together
+(vectorised over a leading axis, one generator per run) and the outputs averaged.
+
+Outputs (symptomatic attack rates, C / N over the named group)
+--------------------------------------------------------------
+symptomatic_attack_rate (all), sar_0_4, sar_5_18, sar_19_64 (adults 19-29 and 30-64
+together), sar_65plus, sar_pregnant_19_29, sar_pregnant_30_64,
+sar_highrisk_pregnant_19_29, sar_highrisk_pregnant_30_64.  FluTE's "age group 2 and 3"
+are its 0-based groups 2 = 19-29 and 3 = 30-64.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+STATUS_OK = "ok"
+STATUS_INVALID = "invalid_input"
+
+#: The six FluTE inputs: name -> (lower, upper, is_integer), the ranges of paper 1.
+INPUTS: dict[str, tuple[float, float, bool]] = {
+    "R0": (1.0, 2.5, False),
+    "vaccinationfraction": (0.5, 1.0, False),
+    "responsedelay": (5.0, 10.0, True),
+    "ascertainmentdelay": (1.0, 5.0, True),
+    "ascertainmentfraction": (0.4, 0.8, False),
+    "vaccinedosesdaily": (390.0, 760.0, True),
+}
+
+#: The nine outputs, in order.
+OUTPUTS: list[str] = [
+    "symptomatic_attack_rate",
+    "sar_0_4",
+    "sar_5_18",
+    "sar_19_64",
+    "sar_65plus",
+    "sar_pregnant_19_29",
+    "sar_pregnant_30_64",
+    "sar_highrisk_pregnant_19_29",
+    "sar_highrisk_pregnant_30_64",
+]
+
+AGE_GROUPS: tuple[str, ...] = ("0-4", "5-18", "19-29", "30-64", "65+")
+
+# US population shares by FluTE age group (approximately the 2010 US census).
+_AGE_SHARES = (0.065, 0.188, 0.150, 0.465, 0.132)
+
+# Daily contacts of a person in row group with people in column group: stylised,
+# rounded POLYMOD-like values (Mossong et al. 2008, all settings, aggregated to FluTE's
+# groups).  The model uses the reciprocal version (see ``_reciprocal``).
+_CONTACTS = (
+    (2.0, 1.3, 0.9, 3.2, 0.5),
+    (0.5, 8.5, 1.0, 4.0, 0.5),
+    (0.4, 1.3, 4.5, 5.0, 0.6),
+    (0.45, 1.6, 1.6, 7.5, 1.0),
+    (0.25, 0.7, 0.7, 3.5, 2.5),
+)
+
+# Fraction at high risk of complications by age group (approximate, after the ACIP /
+# Molinari et al. 2007 estimates used in influenza models).
+_HIGH_RISK = (0.06, 0.09, 0.10, 0.19, 0.40)
+
+# Fraction of the whole age group that is pregnant at a given time (~4M US births a
+# year; women only, so only groups 19-29 and 30-64).
+_PREGNANT = (0.0, 0.0, 0.04, 0.012, 0.0)
+
+
+@dataclass(frozen=True)
+class EpidemicOptions:
+    """Model constants.  Everything a config may set is a snake_case field here."""
+
+    population: int = 500_000
+    replicates: int = 1
+    max_days: int = 365
+    #: initial latent infections, spread over strata in proportion to their size
+    initial_infected: int = 10
+    age_shares: tuple[float, ...] = _AGE_SHARES
+    contact_matrix: tuple[tuple[float, ...], ...] = _CONTACTS
+    high_risk_fraction: tuple[float, ...] = _HIGH_RISK
+    pregnant_fraction: tuple[float, ...] = _PREGNANT
+    #: probability that an infection is symptomatic (FluTE: 0.5)
+    symptomatic_fraction: float = 0.5
+    #: relative infectiousness of asymptomatic infections (FluTE: 0.5)
+    asymptomatic_infectiousness: float = 0.5
+    latent_mean_days: float = 1.9
+    latent_shape: int = 4
+    latent_max_days: int = 6
+    infectious_mean_days: float = 4.0
+    infectious_shape: int = 3
+    infectious_max_days: int = 12
+    #: fractional reduction of an ascertained case's infectiousness from ascertainment on
+    #: (home isolation / antiviral treatment)
+    isolation_effect: float = 0.5
+    #: cumulative ascertained cases, as a fraction of the population, that trigger the
+    #: response (FluTE's responsethreshhold)
+    response_threshold: float = 1e-3
+    #: vaccinedosesdaily is doses per day per this many people
+    dose_unit_population: int = 10_000
+    vaccine_efficacy: float = 0.7
+    vaccine_protection_delay: int = 14
+    #: give doses to pregnant and high-risk people first
+    vaccine_priority: bool = True
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad option (the registry turns it into a
+        ConfigError with the key path)."""
+        if self.population < 100:
+            raise ValueError("population must be >= 100")
+        if self.replicates < 1:
+            raise ValueError("replicates must be >= 1")
+        if self.max_days < 1:
+            raise ValueError("max_days must be >= 1")
+        if not 1 <= self.initial_infected <= self.population:
+            raise ValueError("initial_infected must be in [1, population]")
+        for name in ("age_shares", "high_risk_fraction", "pregnant_fraction"):
+            v = np.asarray(getattr(self, name), dtype=float)
+            if v.shape != (5,) or np.any(v < 0) or np.any(v > 1):
+                raise ValueError(f"{name} must be 5 numbers in [0, 1]")
+        if abs(sum(self.age_shares) - 1.0) > 1e-6:
+            raise ValueError("age_shares must sum to 1")
+        m = np.asarray(self.contact_matrix, dtype=float)
+        if m.shape != (5, 5) or np.any(m < 0) or not np.any(m > 0):
+            raise ValueError("contact_matrix must be 5x5, non-negative, not all zero")
+        for name in ("symptomatic_fraction", "asymptomatic_infectiousness",
+                     "isolation_effect", "vaccine_efficacy"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1]")
+        for name in ("latent", "infectious"):
+            mean = getattr(self, f"{name}_mean_days")
+            shape = getattr(self, f"{name}_shape")
+            mx = getattr(self, f"{name}_max_days")
+            if not (mean > 0 and shape >= 1 and mx >= 1 and mx >= mean):
+                raise ValueError(f"{name}_mean_days/_shape/_max_days invalid")
+        if self.response_threshold < 0:
+            raise ValueError("response_threshold must be >= 0")
+        if self.dose_unit_population < 1:
+            raise ValueError("dose_unit_population must be >= 1")
+        if self.vaccine_protection_delay < 0:
+            raise ValueError("vaccine_protection_delay must be >= 0")
+
+
+def options_from_mapping(opts: Mapping[str, Any]) -> EpidemicOptions:
+    """Build options from a config mapping (lists become tuples); unknown keys raise
+    KeyError naming them."""
+    names = set(EpidemicOptions.__dataclass_fields__)
+    unknown = sorted(set(opts) - names)
+    if unknown:
+        raise KeyError(f"unknown epidemic option(s) {unknown}; allowed: {sorted(names)}")
+    conv: dict[str, Any] = {}
+    for k, v in opts.items():
+        if k == "contact_matrix":
+            v = tuple(tuple(float(x) for x in row) for row in v)
+        elif isinstance(v, list | tuple):
+            v = tuple(float(x) for x in v)
+        conv[k] = v
+    o = EpidemicOptions(**conv)
+    o.validate()
+    return o
+
+
+# ----------------------------------------------------------------------------- setup
+def _reciprocal(contacts: np.ndarray, n_age: np.ndarray) -> np.ndarray:
+    """Make total contacts symmetric: M_ab N_a = M_ba N_b (averaging both reports)."""
+    total = contacts * n_age[:, None]
+    sym = 0.5 * (total + total.T)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.where(n_age[:, None] > 0, sym / n_age[:, None], 0.0)
+    return m
+
+
+def _split(total: int, shares: np.ndarray) -> np.ndarray:
+    """Largest-remainder rounding of ``total`` into integer parts (deterministic)."""
+    shares = np.asarray(shares, dtype=float)
+    raw = total * shares / shares.sum()
+    base = np.floor(raw).astype(np.int64)
+    rest = total - int(base.sum())
+    order = np.argsort(-(raw - base), kind="stable")
+    base[order[:rest]] += 1
+    return base
+
+
+def _discrete_erlang(mean: float, shape: int, max_days: int) -> np.ndarray:
+    """P(T = d), d = 1..max_days: Erlang(shape, mean) rounded to whole days, at least 1,
+    the tail beyond max_days folded into max_days."""
+    dist = stats.gamma(a=shape, scale=mean / shape)
+    edges = np.arange(1, max_days) + 0.5  # T = d  <=>  X in [d-0.5, d+0.5); d=1 takes [0, 1.5)
+    cdf = np.concatenate([[0.0], dist.cdf(edges), [1.0]])
+    return np.diff(cdf)
+
+
+def _hazards(pmf: np.ndarray) -> np.ndarray:
+    """h(k) = P(T = k+1 | T > k), k = 0..len-1 (the last is 1)."""
+    surv = 1.0 - np.concatenate([[0.0], np.cumsum(pmf)[:-1]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.where(surv > 1e-15, pmf / surv, 1.0)
+    h = np.clip(h, 0.0, 1.0)
+    h[-1] = 1.0
+    return h
+
+
+@dataclass(frozen=True)
+class _Setup:
+    n: np.ndarray          # (J,) stratum sizes
+    age: np.ndarray        # (J,) age index
+    hr: np.ndarray         # (J,) bool
+    preg: np.ndarray       # (J,) bool
+    n_age: np.ndarray      # (5,) age group sizes
+    mixing: np.ndarray     # (5, 5) M_ab / N_b  (per-capita mixing)
+    rho: float             # spectral radius of M
+    h_lat: np.ndarray      # (K_E,) latent hazards
+    h_inf: np.ndarray      # (K_I,) infectious hazards
+    mean_inf: float        # mean infectious days
+    seed_p: np.ndarray     # (J,) seeding probabilities
+    tier1: np.ndarray      # (J,) bool, vaccine priority tier 1
+    groups: np.ndarray     # (9, J) 0/1 output group membership
+    onehot: np.ndarray     # (J, 5) stratum -> age group
+
+
+_SETUP_CACHE: dict[EpidemicOptions, _Setup] = {}
+
+
+def _setup(o: EpidemicOptions) -> _Setup:
+    if o in _SETUP_CACHE:
+        return _SETUP_CACHE[o]
+    o.validate()
+    n_age = _split(o.population, np.asarray(o.age_shares))
+    sizes, ages, hrs, pregs = [], [], [], []
+    for a in range(5):
+        hr_f, pr_f = o.high_risk_fraction[a], o.pregnant_fraction[a]
+        cells = []
+        for preg in (False, True):
+            for hr in (False, True):
+                share = (pr_f if preg else 1 - pr_f) * (hr_f if hr else 1 - hr_f)
+                cells.append((share, hr, preg))
+        parts = _split(int(n_age[a]), np.array([c[0] for c in cells]) + 1e-300)
+        for (share, hr, preg), cnt in zip(cells, parts, strict=True):
+            if share > 0:
+                sizes.append(int(cnt))
+                ages.append(a)
+                hrs.append(hr)
+                pregs.append(preg)
+    n = np.array(sizes, dtype=np.int64)
+    age = np.array(ages, dtype=np.int64)
+    hr = np.array(hrs, dtype=bool)
+    preg = np.array(pregs, dtype=bool)
+    m = _reciprocal(np.asarray(o.contact_matrix, dtype=float), n_age.astype(float))
+    rho = float(np.max(np.abs(np.linalg.eigvals(m))))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mixing = np.where(n_age[None, :] > 0, m / n_age[None, :], 0.0)
+    pmf_lat = _discrete_erlang(o.latent_mean_days, o.latent_shape, o.latent_max_days)
+    pmf_inf = _discrete_erlang(o.infectious_mean_days, o.infectious_shape, o.infectious_max_days)
+    mean_inf = float(np.sum(np.arange(1, len(pmf_inf) + 1) * pmf_inf))
+    in_age = [(age == a).astype(float) for a in range(5)]
+    adults = in_age[2] + in_age[3]
+    groups = np.array([
+        np.ones_like(n, dtype=float), in_age[0], in_age[1], adults, in_age[4],
+        in_age[2] * preg, in_age[3] * preg, in_age[2] * preg * hr, in_age[3] * preg * hr,
+    ])
+    s = _Setup(n=n, age=age, hr=hr, preg=preg, n_age=n_age, mixing=mixing, rho=rho,
+               h_lat=_hazards(pmf_lat), h_inf=_hazards(pmf_inf), mean_inf=mean_inf,
+               seed_p=n / n.sum(), tier1=(hr | preg) & o.vaccine_priority, groups=groups,
+               onehot=np.eye(5)[age])
+    _SETUP_CACHE[o] = s
+    return s
+
+
+def transmission_rate(r0: float, options: EpidemicOptions) -> float:
+    """beta such that the next-generation matrix's spectral radius equals ``r0``."""
+    s = _setup(options)
+    q = options.symptomatic_fraction + (1 - options.symptomatic_fraction) * \
+        options.asymptomatic_infectiousness
+    return r0 / (q * s.mean_inf * s.rho)
+
+
+# ----------------------------------------------------------------------------- inputs
+def check_params(params: Mapping[str, Any]) -> tuple[dict[str, float], str]:
+    """Parse and check one input row.  Returns (values, "") or ({}, reason).
+
+    Values outside paper 1's ranges are accepted when physically meaningful; integer
+    inputs are rounded to the nearest integer."""
+    vals: dict[str, float] = {}
+    for name, (_lo, _hi, is_int) in INPUTS.items():
+        if name not in params:
+            return {}, f"missing input {name!r}"
+        try:
+            v = float(params[name])
+        except (TypeError, ValueError):
+            return {}, f"{name}={params[name]!r} is not a number"
+        if not math.isfinite(v):
+            return {}, f"{name}={v} is not finite"
+        if v < 0:
+            return {}, f"{name}={v} is negative"
+        vals[name] = float(round(v)) if is_int else v
+    for name in ("vaccinationfraction", "ascertainmentfraction"):
+        if vals[name] > 1:
+            return {}, f"{name}={vals[name]} is a fraction and must be <= 1"
+    if vals["R0"] > 50:
+        return {}, f"R0={vals['R0']} is implausibly large (> 50)"
+    return vals, ""
+
+
+# ----------------------------------------------------------------------------- model
+def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
+              rng: np.random.Generator) -> np.ndarray:
+    """Run ``o.replicates`` replicates at once; return the (replicates, 9) outputs.
+
+    Layout (all int64): ``sus`` (R, J, 2 + T_v) holds per stratum [S, V_0..V_{T_v-1}, P];
+    ``prog`` (R, 3, 5, K_E + K_I) holds the latent then infectious day cohorts by type
+    (unascertained symptomatic, ascertained symptomatic, asymptomatic) and age group.
+    Progression does not depend on the stratum, so infected people are tracked by age
+    only; their symptom status (and whether they will be ascertained) is drawn when
+    they are infected, which gives the same distribution as drawing it at onset."""
+    s = _setup(o)
+    R, J = o.replicates, len(s.n)
+    KE, KI = len(s.h_lat), len(s.h_inf)
+    TV = int(o.vaccine_protection_delay)
+    sigma, f_asc = o.symptomatic_fraction, vals["ascertainmentfraction"]
+    d_asc = int(vals["ascertainmentdelay"])
+    beta = transmission_rate(vals["R0"], o)
+    doses_day = int(round(vals["vaccinedosesdaily"] * o.population / o.dose_unit_population))
+    willing = np.rint(vals["vaccinationfraction"] * s.n).astype(np.int64)   # (J,)
+    threshold = max(1.0, o.response_threshold * o.population)
+    resp_delay = int(vals["responsedelay"])
+    age, onehot, n = s.age, s.onehot, s.n
+    onehot_i = onehot.astype(np.int64)
+    mix_t = beta * s.mixing.T
+    # relative susceptibility per column of ``sus``; hazards and infectiousness of ``prog``
+    sus_rel = np.ones(TV + 2)
+    sus_rel[-1] = 1.0 - o.vaccine_efficacy
+    hz = np.concatenate([s.h_lat, s.h_inf])
+    w = np.zeros((3, KE + KI))
+    w[:, KE:] = 1.0
+    w[1, KE + min(d_asc, KI):] = 1.0 - o.isolation_effect
+    w[2, KE:] = o.asymptomatic_infectiousness
+    asc_on_day = np.zeros((R, o.max_days + d_asc + 2))  # ascertainments by day
+
+    sus = np.zeros((R, J, TV + 2), dtype=np.int64)
+    sus[:, :, 0] = n
+    prog = np.zeros((R, 3, 5, KE + KI), dtype=np.int64)
+    given = np.zeros((R, J), dtype=np.int64)   # doses given per stratum
+    cum_sym = np.zeros((R, J), dtype=np.int64)
+    seeds = np.minimum(rng.multinomial(o.initial_infected, s.seed_p, size=R), n)
+    sus[:, :, 0] -= seeds
+    new_inf = seeds
+    cum_asc = np.zeros(R)
+    never = np.iinfo(np.int64).max
+    start_day = np.full(R, never)   # first vaccination day per replicate
+    split_p = np.array([sigma * (1 - f_asc), sigma * f_asc, 1 - sigma])
+    tiers = [s.tier1, ~s.tier1] if s.tier1.any() else [np.ones(J, dtype=bool)]
+
+    for t in range(o.max_days + 1):
+        # --- yesterday's infections enter latent cohort 0, split by symptoms/ascertainment
+        split = rng.multinomial(new_inf, split_p)                       # (R, J, 3)
+        cum_sym += split[:, :, 0] + split[:, :, 1]
+        prog[:, :, :, 0] = np.einsum("rjt,ja->rta", split, onehot_i)
+        if t == o.max_days or not prog.any():
+            break
+        # --- force of infection by age from the state at the start of day t
+        lam = np.einsum("rtak,tk->ra", prog, w) @ mix_t                # (R, 5)
+        p = -np.expm1(-lam[:, age, None] * sus_rel)                     # (R, J, TV+2)
+        inf = rng.binomial(sus, p)
+        out = rng.binomial(prog, hz)
+        sus -= inf
+        new_inf = inf.sum(axis=2)
+        prog -= out
+        onset = out[..., :KE].sum(axis=3)                               # (R, 3, 5)
+        prog[..., 1:KE] = prog[..., : KE - 1]
+        prog[..., KE + 1:] = prog[..., KE:-1]
+        prog[..., KE] = onset
+        prog[..., 0] = 0
+        if TV > 0:  # vaccinated cohorts age by one day; the oldest become protected
+            sus[:, :, -1] += sus[:, :, -2]
+            sus[:, :, 2:-1] = sus[:, :, 1:-2]
+            sus[:, :, 1] = 0
+        # --- response trigger: ascertained cases known by the end of day t
+        asc_on_day[:, t + 1 + d_asc] += onset[:, 1].sum(axis=1)
+        cum_asc += asc_on_day[:, t]
+        newly = (cum_asc >= threshold) & (start_day == never)
+        start_day[newly] = t + resp_delay
+        # --- vaccination during day t
+        active = start_day <= t
+        if doses_day > 0 and active.any():
+            doses = np.where(active, doses_day, 0).astype(np.int64)
+            for tier in tiers:
+                rem = np.where(tier[None, :], willing[None, :] - given, 0)    # (R, J)
+                tot = rem.sum(axis=1)
+                n_r = np.minimum(doses, tot)
+                if not n_r.any():
+                    continue
+                full = n_r >= tot
+                pv = np.where(tot[:, None] > 0, rem / np.maximum(tot, 1)[:, None], 1.0 / J)
+                x = rng.multinomial(np.where(full, 0, n_r), pv)
+                x = np.where(full[:, None], rem, np.minimum(x, rem))
+                S = sus[:, :, 0]
+                hit = rng.hypergeometric(S, n[None, :] - given - S, x)
+                given += x
+                doses = doses - x.sum(axis=1)
+                sus[:, :, 0] -= hit
+                sus[:, :, 1] += hit   # column 1 is V_0, or P when T_v = 0
+
+    return (cum_sym @ s.groups.T) / (s.groups @ s.n)[None, :]
+
+def simulate_one(params: Mapping[str, float], options: EpidemicOptions,
+                 seed: int) -> dict[str, float]:
+    """The nine outputs, averaged over ``options.replicates`` replicates drawn from
+    ``numpy.random.default_rng(seed)``.  Raises ValueError on invalid inputs."""
+    vals, msg = check_params(params)
+    if msg:
+        raise ValueError(msg)
+    out = _simulate(vals, options, np.random.default_rng(int(seed)))
+    return dict(zip(OUTPUTS, out.mean(axis=0).tolist(), strict=True))
+
+
+def simulate_batch(inputs: pd.DataFrame, options: EpidemicOptions,
+                   seeds: np.ndarray) -> pd.DataFrame:
+    """One row of outputs per input row (same index), plus ``status``/``message``.
+    Invalid rows give ``status="invalid_input"`` and NaN outputs, never an exception."""
+    seeds = np.asarray(seeds)
+    if len(seeds) != len(inputs):
+        raise ValueError(f"{len(seeds)} seeds for {len(inputs)} input rows")
+    _setup(options)  # validate options once, up front
+    rows: list[list[float]] = []
+    status: list[str] = []
+    message: list[str] = []
+    nan_row = [float("nan")] * len(OUTPUTS)
+    for (_, row), seed in zip(inputs.iterrows(), seeds, strict=True):
+        vals, msg = check_params(row.to_dict())
+        if msg:
+            rows.append(nan_row)
+            status.append(STATUS_INVALID)
+            message.append(msg)
+            continue
+        out = _simulate(vals, options, np.random.default_rng(int(seed)))
+        rows.append(out.mean(axis=0).tolist())
+        status.append(STATUS_OK)
+        message.append("")
+    res = pd.DataFrame(rows, columns=OUTPUTS, index=inputs.index, dtype=float)
+    res["status"] = status
+    res["message"] = message
+    return res

@@ -1,0 +1,37 @@
+"""Shared fixtures: repository paths and a helper to run Snakemake in a scratch dir."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "configs" / "tiny.yaml"
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
+
+
+def run_snakemake(workdir: Path, *args: str, configfile: Path = TINY, check: bool = True,
+                  timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run the workflow with ``configfile`` in ``workdir`` (results land there)."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
+           "--configfile", str(configfile), "--cores", "2", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+    return proc
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    d = tmp_path / "wf"
+    d.mkdir()
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
