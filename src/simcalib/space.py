@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import qmc
 
 from simcalib.errors import ConfigError
 from simcalib.expressions import (
@@ -308,6 +307,8 @@ def unit_sample(n: int, d: int, rng: np.random.Generator, method: str) -> np.nda
         return np.zeros((n, 0))
     if method == "uniform":
         return rng.random((n, d))
+    from scipy.stats import qmc  # imported here: scipy.stats costs seconds at CLI start-up
+
     if method == "lhs":
         return qmc.LatinHypercube(d=d, rng=rng).random(n)
     if method == "sobol":

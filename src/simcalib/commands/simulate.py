@@ -8,14 +8,6 @@ import time
 
 from simcalib import io
 from simcalib.commands._common import add_study_args, seed_from_args, study_from_args
-from simcalib.simulate import (
-    chunk_rows,
-    make_design,
-    make_targets,
-    merge_chunks,
-    simulate_rows,
-    summarize,
-)
 
 log = logging.getLogger("simcalib.simulate")
 
@@ -69,6 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_design(args: argparse.Namespace) -> int:
+    from simcalib.simulate import make_design
+
     study = study_from_args(args)
     df = make_design(study, seed_from_args(args))
     io.write_csv(df, args.output)
@@ -77,6 +71,8 @@ def cmd_design(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from simcalib.simulate import chunk_rows, simulate_rows, summarize
+
     study = study_from_args(args)
     design = io.read_csv(args.design, required=["run_id", *study.input_names])
     size = args.chunk_size or int(study.cfg["design"]["chunk_size"])
@@ -91,6 +87,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    from simcalib.simulate import merge_chunks, summarize
+
     df = merge_chunks(args.chunks)
     seconds = sum(float(io.read_json(m).get("seconds", 0.0)) for m in args.metas) \
         if args.metas else None
@@ -106,6 +104,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
+    from simcalib.simulate import make_targets, simulate_rows
+
     study = study_from_args(args)
     seed = seed_from_args(args)
     targets = make_targets(study, seed, args.which)

@@ -1,0 +1,14 @@
+"""Small python-callable simulators used by the workflow tests."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+
+def slow_quadratic(df: pd.DataFrame, options: dict) -> pd.DataFrame:
+    """A quadratic that takes ``options['sleep']`` seconds per row: long enough to
+    kill a chunk job in the middle of its work."""
+    time.sleep(float(options.get("sleep", 0.0)) * len(df))
+    return pd.DataFrame({"q": (df["x"] - 0.3) ** 2 + df["y"]})
