@@ -15,34 +15,45 @@ each age group into high-risk / not and, for women in groups 2 (19-29) and 3 (30
 pregnant / not: strata j with size N_j, age a(j), flags hr(j), preg(j) (14 non-empty
 strata).  High-risk status is independent of pregnancy.
 
-State per stratum j (all integer counts), day t
-------------------------------------------------
+State (all integer counts; r = replicate, j = stratum, a = age group, day t)
+--------------------------------------------------------------------------
 S_j                  unvaccinated susceptible
 V_{j,k}              vaccinated, k = 0..T_v-1 days since the dose, not yet protected
 P_j                  vaccinated and protected (leaky: susceptibility 1 - VE)
-E_{j,k}              latent, k days since infection
-I^u_{j,k}            symptomatic, never ascertained, k days since onset
-I^a_{j,k}            symptomatic, ascertained ``ascertainmentdelay`` = d_A days after onset
-I^0_{j,k}            asymptomatic infectious
-C_j                  cumulative symptomatic onsets (the outputs' numerator)
+E^c_{a,k}            latent, k days since infection
+I^c_{a,k}            infectious, k days since onset
+C_j                  cumulative symptomatic infections (the outputs' numerator)
+
+with the infection type c in {u: symptomatic never ascertained, A: symptomatic and
+ascertained ``ascertainmentdelay`` = d_A days after onset, 0: asymptomatic}.  Latent and
+infectious people are tracked by age group only (progression does not depend on risk
+or pregnancy), their type is drawn when they are infected (same distribution as drawing
+it at onset).
 
 Transmission (frequency dependent, age mixing by a reciprocal 5x5 contact matrix M)
 ------------------------------------------------------------------------------------
-Infectiousness of stratum j on day t::
+Infectiousness of age group b on day t, relative to a symptomatic case::
 
-    J_j = sum_k [ I^u_{j,k} + w^a_k I^a_{j,k} + alpha I^0_{j,k} ],
-    w^a_k = 1 - epsilon  if k >= d_A  else 1        (ascertained cases isolate / are
-                                                   treated: infectiousness x (1-epsilon))
-    lambda_a = beta * sum_b M_ab * (sum_{j: a(j)=b} J_j) / N_b
+    H_b = sum_k [ I^u_{b,k} + w_k I^A_{b,k} + alpha I^0_{b,k} ],
+    w_k = 1 - epsilon  if k >= d_A  else 1   (ascertained cases isolate / are treated
+                                             from ascertainment on: x (1 - epsilon))
+    lambda_a = beta * sum_b M_ab H_b / N_b
     p_a = 1 - exp(-lambda_a),   p^P_a = 1 - exp(-(1 - VE) lambda_a)
 
-    new infections: Bin(S_j, p_a(j)), Bin(V_{j,k}, p_a(j)), Bin(P_j, p^P_a(j))  -> E_{j,0}
+    new infections in stratum j (age a):
+    X_j = Bin(S_j, p_a) + sum_k Bin(V_{j,k}, p_a) + Bin(P_j, p^P_a)
+    (X^u_j, X^A_j, X^0_j) ~ Multinomial(X_j; sigma (1 - f_A), sigma f_A, 1 - sigma)
+    C_j += X^u_j + X^A_j;   E^c_{a,0} (next day) = sum_{j in a} X^c_j
 
-beta is set from R0: with D the mean number of infectious days (of the discretised
-infectious-period distribution) and q = sigma + (1 - sigma) alpha the mean relative
-infectiousness, the next-generation matrix (no interventions, fully susceptible) is
-K_ab = beta q D M_ab N_a / N_b, whose spectral radius equals that of M, so
-beta = R0 / (q D rho(M)).
+with sigma = ``symptomatic_fraction``, alpha = ``asymptomatic_infectiousness``,
+epsilon = ``isolation_effect``, f_A = ``ascertainmentfraction``.  beta is set from R0:
+with D the mean number of infectious days (of the discretised infectious-period
+distribution) and q = sigma + (1 - sigma) alpha the mean relative infectiousness, the
+next-generation matrix (no interventions, fully susceptible) is
+K_ab = beta q D M_ab N_a / N_b, whose spectral radius equals rho(M), so
+beta = R0 / (q D rho(M)).  Because a person escapes infection on day t with probability
+exp(-lambda_a(t)), the model's large-population final size without interventions is
+exactly the classical z_a = 1 - exp(-sum_b beta q D M_ab z_b) (tested).
 
 Progression (age-of-infection chain binomial)
 ---------------------------------------------
@@ -50,28 +61,26 @@ Latent and infectious periods are Erlang (gamma with integer shape) distribution
 discretised to whole days (round to nearest, at least 1 day, truncated at a maximum),
 with discrete hazards h(k) = P(T = k+1 | T > k).  Each day, per cohort k::
 
-    leave_{j,k} ~ Bin(E_{j,k}, h_E(k));  the rest move to k+1.
-    leavers L_j = sum_k leave_{j,k}:  symptomatic Y_j ~ Bin(L_j, sigma), of which
-    ascertained A_j ~ Bin(Y_j, f_A) (f_A = ``ascertainmentfraction``);
-    Y_j - A_j -> I^u_{j,0},  A_j -> I^a_{j,0},  L_j - Y_j -> I^0_{j,0};  C_j += Y_j.
-    recover_{j,k} ~ Bin(I_{j,k}, h_I(k)) in each infectious array; the rest move on.
+    leave ~ Bin(E^c_{a,k}, h_E(k)) -> I^c_{a,0};  the rest move to k+1
+    recover ~ Bin(I^c_{a,k}, h_I(k));             the rest move to k+1
 
-An ascertained case counts as ascertained on day onset + d_A.
+A type-A case is counted as ascertained on day onset + d_A.
 
 Response and vaccination
 ------------------------
 The response is triggered on the first day t* on which the cumulative number of
 ascertained cases reaches ``response_threshold`` x population (FluTE's
-``responsethreshhold``; default 1e-4, i.e. 50 cases in 500k); the mass-vaccination
+``responsethreshhold``; default 1e-3, i.e. 500 cases in 500k); the mass-vaccination
 campaign starts on day t* + ``responsedelay``.  From then on each day at most
 G = ``vaccinedosesdaily`` x population / ``dose_unit_population`` doses (rounded) are
-given.  Each stratum has W_j = round(``vaccinationfraction`` x N_j) people willing to be
+given (default unit 10,000 people: 390-760 doses per 10,000 a day, 3.9-7.6% of the
+population a day).  Each stratum has W_j = round(``vaccinationfraction`` x N_j) people willing to be
 vaccinated; doses go first to priority tier 1 (pregnant or high-risk), then to everyone
 else, within a tier multinomially in proportion to the remaining willing unvaccinated
 W_j - n_j (n_j: doses already given in j).  Vaccination does not test for immunity: of
 the x_j doses given in stratum j, the number reaching unvaccinated susceptibles is
-hypergeometric, H_j ~ Hyp(S_j, U_j - S_j, x_j) with U_j = N_j - n_j unvaccinated people;
-S_j -= H_j, V_{j,0} += H_j; doses given to latent, infected or recovered people are
+hypergeometric, Z_j ~ Hyp(S_j, U_j - S_j, x_j) with U_j = N_j - n_j unvaccinated people;
+S_j -= Z_j, V_{j,0} += Z_j; doses given to latent, infected or recovered people are
 wasted.  After T_v = ``vaccine_protection_delay`` days V becomes P (leaky protection,
 efficacy VE = ``vaccine_efficacy``).
 
@@ -89,6 +98,7 @@ are its 0-based groups 2 = 19-29 and 3 = 30-64.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -185,6 +195,28 @@ class EpidemicOptions:
     #: give doses to pregnant and high-risk people first
     vaccine_priority: bool = True
 
+    def __post_init__(self) -> None:
+        """Coerce config values (YAML lists -> tuples, integral floats such as 5e5 ->
+        int) so options are hashable and typed, then validate; ValueError on bad ones."""
+        for f in dataclasses.fields(self):
+            v, default = getattr(self, f.name), f.default
+            if f.name == "contact_matrix":
+                v = tuple(tuple(float(x) for x in row) for row in v)
+            elif isinstance(default, tuple):
+                v = tuple(float(x) for x in v)
+            elif isinstance(default, bool):
+                if not isinstance(v, bool | np.bool_):
+                    raise ValueError(f"{f.name} must be true or false, got {v!r}")
+                v = bool(v)
+            elif isinstance(default, int):
+                if isinstance(v, bool) or not float(v).is_integer():
+                    raise ValueError(f"{f.name} must be an integer, got {v!r}")
+                v = int(v)
+            else:
+                v = float(v)
+            object.__setattr__(self, f.name, v)
+        self.validate()
+
     def validate(self) -> None:
         """Raise ValueError naming the first bad option (the registry turns it into a
         ConfigError with the key path)."""
@@ -224,22 +256,13 @@ class EpidemicOptions:
 
 
 def options_from_mapping(opts: Mapping[str, Any]) -> EpidemicOptions:
-    """Build options from a config mapping (lists become tuples); unknown keys raise
-    KeyError naming them."""
+    """Build options from a config mapping (coerced and validated by
+    ``EpidemicOptions.__post_init__``); unknown keys raise KeyError naming them."""
     names = set(EpidemicOptions.__dataclass_fields__)
     unknown = sorted(set(opts) - names)
     if unknown:
         raise KeyError(f"unknown epidemic option(s) {unknown}; allowed: {sorted(names)}")
-    conv: dict[str, Any] = {}
-    for k, v in opts.items():
-        if k == "contact_matrix":
-            v = tuple(tuple(float(x) for x in row) for row in v)
-        elif isinstance(v, list | tuple):
-            v = tuple(float(x) for x in v)
-        conv[k] = v
-    o = EpidemicOptions(**conv)
-    o.validate()
-    return o
+    return EpidemicOptions(**dict(opts))
 
 
 # ----------------------------------------------------------------------------- setup
@@ -316,7 +339,7 @@ def _setup(o: EpidemicOptions) -> _Setup:
             for hr in (False, True):
                 share = (pr_f if preg else 1 - pr_f) * (hr_f if hr else 1 - hr_f)
                 cells.append((share, hr, preg))
-        parts = _split(int(n_age[a]), np.array([c[0] for c in cells]) + 1e-300)
+        parts = _split(int(n_age[a]), np.array([c[0] for c in cells]))
         for (share, hr, preg), cnt in zip(cells, parts, strict=True):
             if share > 0:
                 sizes.append(int(cnt))
@@ -340,6 +363,10 @@ def _setup(o: EpidemicOptions) -> _Setup:
         np.ones_like(n, dtype=float), in_age[0], in_age[1], adults, in_age[4],
         in_age[2] * preg, in_age[3] * preg, in_age[2] * preg * hr, in_age[3] * preg * hr,
     ])
+    empty = [name for name, size in zip(OUTPUTS, groups @ n, strict=True) if size == 0]
+    if empty:
+        raise ValueError(f"population {o.population} leaves output group(s) {empty} empty; "
+                         "use a larger population")
     s = _Setup(n=n, age=age, hr=hr, preg=preg, n_age=n_age, mixing=mixing, rho=rho,
                h_lat=_hazards(pmf_lat), h_inf=_hazards(pmf_inf), mean_inf=mean_inf,
                seed_p=n / n.sum(), tier1=(hr | preg) & o.vaccine_priority, groups=groups,
@@ -389,8 +416,8 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
     """Run ``o.replicates`` replicates at once; return the (replicates, 9) outputs.
 
     Layout (all int64): ``sus`` (R, J, 2 + T_v) holds per stratum [S, V_0..V_{T_v-1}, P];
-    ``prog`` (R, 3, 5, K_E + K_I) holds the latent then infectious day cohorts by type
-    (unascertained symptomatic, ascertained symptomatic, asymptomatic) and age group.
+    ``prog`` (R, 5, 3, K_E + K_I) holds the latent then infectious day cohorts by age
+    group and type (unascertained symptomatic, ascertained symptomatic, asymptomatic).
     Progression does not depend on the stratum, so infected people are tracked by age
     only; their symptom status (and whether they will be ascertained) is drawn when
     they are infected, which gives the same distribution as drawing it at onset."""
@@ -399,14 +426,16 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
     KE, KI = len(s.h_lat), len(s.h_inf)
     TV = int(o.vaccine_protection_delay)
     sigma, f_asc = o.symptomatic_fraction, vals["ascertainmentfraction"]
-    d_asc = int(vals["ascertainmentdelay"])
+    # delays beyond the horizon act like "never"; clip so huge inputs stay cheap
+    d_asc = int(min(vals["ascertainmentdelay"], o.max_days + 1))
     beta = transmission_rate(vals["R0"], o)
-    doses_day = int(round(vals["vaccinedosesdaily"] * o.population / o.dose_unit_population))
+    doses_day = int(min(round(vals["vaccinedosesdaily"] * o.population / o.dose_unit_population),
+                        o.population))
     willing = np.rint(vals["vaccinationfraction"] * s.n).astype(np.int64)   # (J,)
     threshold = max(1.0, o.response_threshold * o.population)
-    resp_delay = int(vals["responsedelay"])
+    resp_delay = int(min(vals["responsedelay"], o.max_days + 1))
     age, onehot, n = s.age, s.onehot, s.n
-    onehot_i = onehot.astype(np.int64)
+    onehot_t = onehot.T.astype(np.int64)                                 # (5, J)
     mix_t = beta * s.mixing.T
     # relative susceptibility per column of ``sus``; hazards and infectiousness of ``prog``
     sus_rel = np.ones(TV + 2)
@@ -420,7 +449,8 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
 
     sus = np.zeros((R, J, TV + 2), dtype=np.int64)
     sus[:, :, 0] = n
-    prog = np.zeros((R, 3, 5, KE + KI), dtype=np.int64)
+    prog = np.zeros((R, 5, 3, KE + KI), dtype=np.int64)
+    w_flat = w.ravel()
     given = np.zeros((R, J), dtype=np.int64)   # doses given per stratum
     cum_sym = np.zeros((R, J), dtype=np.int64)
     seeds = np.minimum(rng.multinomial(o.initial_infected, s.seed_p, size=R), n)
@@ -429,6 +459,9 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
     cum_asc = np.zeros(R)
     never = np.iinfo(np.int64).max
     start_day = np.full(R, never)   # first vaccination day per replicate
+    all_triggered = False
+    campaign_left = doses_day > 0 and willing.sum() > 0
+    vaccinating = False
     split_p = np.array([sigma * (1 - f_asc), sigma * f_asc, 1 - sigma])
     tiers = [s.tier1, ~s.tier1] if s.tier1.any() else [np.ones(J, dtype=bool)]
 
@@ -436,35 +469,36 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
         # --- yesterday's infections enter latent cohort 0, split by symptoms/ascertainment
         split = rng.multinomial(new_inf, split_p)                       # (R, J, 3)
         cum_sym += split[:, :, 0] + split[:, :, 1]
-        prog[:, :, :, 0] = np.einsum("rjt,ja->rta", split, onehot_i)
+        prog[:, :, :, 0] = onehot_t @ split                             # (R, 5, 3)
         if t == o.max_days or not prog.any():
             break
         # --- force of infection by age from the state at the start of day t
-        lam = np.einsum("rtak,tk->ra", prog, w) @ mix_t                # (R, 5)
+        lam = (prog.reshape(R, 5, -1) @ w_flat) @ mix_t                 # (R, 5)
         p = -np.expm1(-lam[:, age, None] * sus_rel)                     # (R, J, TV+2)
         inf = rng.binomial(sus, p)
         out = rng.binomial(prog, hz)
         sus -= inf
         new_inf = inf.sum(axis=2)
         prog -= out
-        onset = out[..., :KE].sum(axis=3)                               # (R, 3, 5)
+        onset = out[..., :KE].sum(axis=3)                               # (R, 5, 3)
         prog[..., 1:KE] = prog[..., : KE - 1]
         prog[..., KE + 1:] = prog[..., KE:-1]
-        prog[..., KE] = onset
-        prog[..., 0] = 0
-        if TV > 0:  # vaccinated cohorts age by one day; the oldest become protected
+        prog[..., KE] = onset   # cohort 0 is overwritten at the top of the next day
+        if vaccinating and TV > 0:  # vaccinated cohorts age by one day; oldest protected
             sus[:, :, -1] += sus[:, :, -2]
             sus[:, :, 2:-1] = sus[:, :, 1:-2]
             sus[:, :, 1] = 0
         # --- response trigger: ascertained cases known by the end of day t
-        asc_on_day[:, t + 1 + d_asc] += onset[:, 1].sum(axis=1)
-        cum_asc += asc_on_day[:, t]
-        newly = (cum_asc >= threshold) & (start_day == never)
-        start_day[newly] = t + resp_delay
-        # --- vaccination during day t
-        active = start_day <= t
-        if doses_day > 0 and active.any():
-            doses = np.where(active, doses_day, 0).astype(np.int64)
+        if not all_triggered:
+            asc_on_day[:, t + 1 + d_asc] += onset[:, :, 1].sum(axis=1)
+            cum_asc += asc_on_day[:, t]
+            newly = (cum_asc >= threshold) & (start_day == never)
+            start_day[newly] = t + resp_delay
+            all_triggered = bool((start_day != never).all())
+        # --- vaccination during day t (skipped once every willing person has a dose)
+        if campaign_left and t >= start_day.min():
+            vaccinating = True
+            doses = np.where(start_day <= t, doses_day, 0).astype(np.int64)
             for tier in tiers:
                 rem = np.where(tier[None, :], willing[None, :] - given, 0)    # (R, J)
                 tot = rem.sum(axis=1)
@@ -481,8 +515,16 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
                 doses = doses - x.sum(axis=1)
                 sus[:, :, 0] -= hit
                 sus[:, :, 1] += hit   # column 1 is V_0, or P when T_v = 0
+            campaign_left = bool((given.sum(axis=1) < willing.sum()).any())
 
     return (cum_sym @ s.groups.T) / (s.groups @ s.n)[None, :]
+
+
+def _rng(seed: int | np.integer) -> np.random.Generator:
+    """``default_rng(seed)``; a negative int64 seed is taken modulo 2**64 (numpy rejects
+    negative seeds; non-negative seeds are used unchanged)."""
+    return np.random.default_rng(int(seed) % 2**64)
+
 
 def simulate_one(params: Mapping[str, float], options: EpidemicOptions,
                  seed: int) -> dict[str, float]:
@@ -491,7 +533,7 @@ def simulate_one(params: Mapping[str, float], options: EpidemicOptions,
     vals, msg = check_params(params)
     if msg:
         raise ValueError(msg)
-    out = _simulate(vals, options, np.random.default_rng(int(seed)))
+    out = _simulate(vals, options, _rng(seed))
     return dict(zip(OUTPUTS, out.mean(axis=0).tolist(), strict=True))
 
 
@@ -514,7 +556,7 @@ def simulate_batch(inputs: pd.DataFrame, options: EpidemicOptions,
             status.append(STATUS_INVALID)
             message.append(msg)
             continue
-        out = _simulate(vals, options, np.random.default_rng(int(seed)))
+        out = _simulate(vals, options, _rng(seed))
         rows.append(out.mean(axis=0).tolist())
         status.append(STATUS_OK)
         message.append("")
