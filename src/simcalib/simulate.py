@@ -83,7 +83,9 @@ def simulate_rows(study: Study, rows: pd.DataFrame, seed: int, stream: str = "si
         raise DataError("design", f"missing input column(s) {missing}")
     seeds = row_seeds(seed, f"{stream}:{study.name}", rows[id_column].to_numpy())
     t0 = time.perf_counter()
-    res = study.simulator.run(rows[study.input_names].reset_index(drop=True), seeds, threads)
+    # the row ids travel as the index, so an external command sees its global run id
+    batch = rows[study.input_names].set_axis(pd.Index(rows[id_column].to_numpy(), name=id_column))
+    res = study.simulator.run(batch, seeds, threads).reset_index(drop=True)
     dt = time.perf_counter() - t0
     out = pd.concat([rows.reset_index(drop=True), res[study.outputs + ["status", "message"]]],
                     axis=1)

@@ -4,7 +4,12 @@ Built-in types: ``rosenbrock``, ``epidemic`` (FluTE-style), ``python``
 (``module:function``) and ``command`` (an external executable).
 """
 
-from simcalib.simulators import epidemic_adapter, pyfunc, rosenbrock  # noqa: F401  (register)
+from simcalib.simulators import (  # noqa: F401  (register)
+    command,
+    epidemic_adapter,
+    pyfunc,
+    rosenbrock,
+)
 from simcalib.simulators.base import REGISTRY, Simulator, finalize, make_simulator, study_outputs
 
 __all__ = ["REGISTRY", "Simulator", "finalize", "make_simulator", "study_outputs"]

@@ -45,6 +45,7 @@ import json
 import math
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -52,6 +53,7 @@ import string
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -273,6 +275,46 @@ def _kill_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
         proc.wait(timeout=grace)
 
 
+def _wait_or_kill(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait for ``proc`` up to ``timeout`` seconds; on expiry kill its process group
+    (SIGTERM, then SIGKILL after a grace period) and return True.
+
+    ``Popen.wait(timeout=...)`` polls with sleeps of up to 50 ms, a large share of
+    a short run; a pidfd (Linux >= 5.3) wakes up the moment the program exits.
+    Elsewhere a timer thread enforces the timeout around a blocking wait."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        fd = -1
+    if fd >= 0:
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            deadline = time.monotonic() + timeout
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or poller.poll(min(left * 1000, 2**31 - 1)):
+                    break
+        finally:
+            os.close(fd)
+        if proc.poll() is not None:
+            return False
+        _kill_group(proc)
+        return True
+    fired = threading.Event()
+
+    def on_timeout() -> None:
+        fired.set()
+        _kill_group(proc)
+
+    timer = threading.Timer(timeout, on_timeout)
+    timer.daemon = True
+    timer.start()
+    proc.wait()
+    timer.cancel()
+    return fired.is_set()
+
+
 def _render_number(value: Any, integer: bool) -> Any:
     """Inputs as placeholder values: integer inputs (and integral values of integer
     dtype) as ``int`` so ``responsedelay 7`` is written, not ``7.0``."""
@@ -354,7 +396,10 @@ class CommandSimulator:
         def one(args: tuple[dict[str, Any], int, Any]) -> dict[str, Any]:
             if missing:
                 return {"status": STATUS_ERROR, "message": f"input column(s) missing: {missing}"}
-            return self.run_one(*args)
+            try:
+                return self.run_one(*args)
+            except Exception as exc:  # e.g. an unwritable workdir: still data, not a crash
+                return {"status": STATUS_ERROR, "message": f"{type(exc).__name__}: {exc}"}
 
         n = len(rows) or 1
         workers = max(1, min(int(threads or 1), self.max_parallel or n, n))
@@ -452,33 +497,16 @@ class CommandSimulator:
             stopping = self._stopping
         if stopping:
             _kill_group(proc, grace=0.5)
-        # A blocking wait() returns the moment the program exits (wait(timeout=...)
-        # polls with up to 50 ms sleeps); a timer thread enforces the timeout.
-        done = threading.Event()
-        fired = threading.Event()
-
-        def on_timeout() -> None:
-            fired.set()
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            if not done.wait(KILL_GRACE_S):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-
-        timer = threading.Timer(self.timeout, on_timeout)
-        timer.daemon = True
-        timer.start()
         try:
-            rc = proc.wait()
+            timed_out = _wait_or_kill(proc, self.timeout)
         finally:
-            done.set()
-            timer.cancel()
             # stray background children of a finished run die with it
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             with self._lock:
                 self._live.discard(proc)
-        timed_out = fired.is_set()
+        rc = proc.returncode
 
         def fail(status: str, what: str) -> dict[str, Any]:
             tail = _tail(err_log)
@@ -553,11 +581,28 @@ def _study_inputs(study: Mapping[str, Any]) -> tuple[list[str], frozenset[str]]:
     return names, frozenset(integer)
 
 
+# The repository that ships ``resources/`` (for an editable install); relative
+# paths not found under the workflow root are looked up here, so the shipped
+# example study also works when Snakemake runs in another directory (``-d``).
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _locate(path: str | Path, root: Path) -> Path:
+    """``path`` resolved against the workflow root, else against the repository
+    root if it exists only there (absolute paths are returned as they are)."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    if not (root / p).exists() and (PACKAGE_ROOT / p).exists():
+        return PACKAGE_ROOT / p
+    return root / p
+
+
 def _resolve_argv0(arg: str, root: Path, key: str) -> str:
     if "{" in arg:
         return arg
     if "/" in arg:
-        p = Path(arg) if Path(arg).is_absolute() else root / arg
+        p = _locate(arg, root)
         if not p.is_file():
             raise ConfigError(key, f"executable {arg!r} not found (looked for {p})")
         if not os.access(p, os.X_OK):
@@ -574,7 +619,7 @@ def _resolve_arg(arg: str, root: Path) -> str:
     the workflow root) absolute, since the program runs in its scratch directory."""
     if "{" in arg or arg.startswith("-") or "/" not in arg or Path(arg).is_absolute():
         return arg
-    p = root / arg
+    p = _locate(arg, root)
     return str(p.resolve()) if p.exists() else arg
 
 
@@ -667,8 +712,7 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
                 raise ConfigError(f"{ikey}.template", "format 'template' needs exactly one of "
                                   "'template' (inline text) or 'template_file' (a path)")
             if has_tf:
-                tpath = Path(str(spec["template_file"]))
-                tpath = tpath if tpath.is_absolute() else root / tpath
+                tpath = _locate(str(spec["template_file"]), root)
                 try:
                     text = tpath.read_text()
                 except OSError as exc:
@@ -705,8 +749,7 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
         wpath = wpath if wpath.is_absolute() else root / wpath
     links = []
     for i, f in enumerate(options.get("link_files") or []):
-        p = Path(str(f)).expanduser()
-        p = p if p.is_absolute() else root / p
+        p = _locate(str(f), root)
         if not p.exists():
             raise ConfigError(f"{key}.link_files.{i}", f"{p} does not exist")
         links.append(p.resolve())
