@@ -16,7 +16,12 @@ from simcalib.errors import SimcalibError
 
 # One module per workflow stage; each defines register(subparsers).
 VERB_MODULES: list[str] = [
+    "simcalib.commands.calibrate",
+    "simcalib.commands.bayes",
     "simcalib.commands.simulate",
+    "simcalib.commands.metamodel",
+    "simcalib.commands.multisource",
+    "simcalib.commands.report",
 ]
 
 

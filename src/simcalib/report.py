@@ -125,3 +125,86 @@ def _get(d: Mapping[str, Any], dotted: str) -> Any:
             return None
         node = node[part]
     return node
+
+
+# ---- summary.md sections -----------------------------------------------------------
+
+# Paper 1 (epidemic, Figs. 4-5): median actual error per strategy, 50 targets, r = 100.
+PAPER1_MEDIANS = {"rs": 0.1408, "op": 0.2059, "stp": 0.1803, "pts": 0.0773}
+PAPER1_PTS_MEAN_REDUCTION = 0.46
+PAPER1_SWEEP_MEDIANS = {0.001: 0.2059, 0.02: 0.0852, 0.05: 0.0773, 0.1: 0.0869, 0.2: 0.0929,
+                        1.0: 0.1408}
+
+
+def paper1_section(results: Path, study: str) -> str | None:
+    parts = []
+    meta = results / study / "metamodel" / "metamodel.json"
+    if meta.exists():
+        import json
+
+        info = json.loads(meta.read_text())
+        r2 = info.get("test_r2", {})
+        if r2:
+            parts.append(f"Metamodel {info.get('hidden', info.get('architecture', ''))}: "
+                         f"test R² min {min(r2.values()):.3f}, median "
+                         f"{float(np.median(list(r2.values()))):.3f} over {len(r2)} outputs.")
+    op = read_if_exists(results / study / "op" / "op.csv")
+    if op is not None and "seconds" in op:
+        status = op["status"].value_counts().to_dict() if "status" in op else {}
+        parts.append(f"OP solves: {len(op)} targets, median {op['seconds'].median():.2f} s, "
+                     f"max {op['seconds'].max():.2f} s, status {status}.")
+    summ = read_if_exists(results / study / "calibration" / "summary.csv")
+    if summ is not None:
+        table = summ.copy()
+        if study.startswith("epidemic"):
+            table["paper_median_error"] = table["strategy"].map(PAPER1_MEDIANS)
+        parts.append(markdown_table(table))
+        if study.startswith("epidemic"):
+            parts.append(f"Paper 1: PtS mean actual error {PAPER1_PTS_MEAN_REDUCTION:.0%} below "
+                         "RS; ordering PtS > RS > StP > OP (50 targets, r = 100, FluTE).")
+    sweep = read_if_exists(results / study / "calibration" / "sweep.csv")
+    if sweep is not None:
+        parts.append("PtS proximity sweep (Fig. 5):\n\n" + markdown_table(sweep))
+    if not parts:
+        return None
+    return "\n\n".join(parts)
+
+
+def paper2_section(results: Path) -> str | None:
+    base = results / "multisource"
+    parts = []
+    rr = read_if_exists(base / "analytic" / "rrmse.csv")
+    if rr is not None:
+        if {"scenario", "output", "rrmse"} <= set(rr.columns):
+            pivot = rr.pivot_table(index="output", columns="scenario", values="rrmse")
+            parts.append("Analytic example, RRMSE of HF emulation (Table 1; RRMSE = "
+                         "sqrt(MSE / var(y_test))):\n\n" + markdown_table(pivot, index=True))
+        else:
+            parts.append(markdown_table(rr))
+    thetas = []
+    for scen in ("s0_s1", "s0_s2", "all"):
+        th = read_if_exists(base / "analytic" / scen / "theta.csv")
+        if th is not None:
+            if "scenario" not in th.columns:
+                th.insert(0, "scenario", scen)
+            thetas.append(th)
+    if thetas:
+        th = pd.concat(thetas, ignore_index=True)
+        cols = [c for c in ("scenario", "source", "parameter", "mean", "sd", "lower95", "upper95",
+                            "theta_mse", "fit_seconds") if c in th.columns]
+        parts.append("Calibrated θ̂ vs θ^MSE:\n\n" + markdown_table(th[cols]))
+    for name in ("table3_theta_step1.csv", "theta_step2.csv", "table5_rrmse_step2.csv"):
+        t = read_if_exists(base / "hardening" / name)
+        if t is not None:
+            parts.append(f"Hardening law, `{name}`:\n\n" + markdown_table(t))
+    return "\n\n".join(parts) if parts else None
+
+
+def paper3_section(results: Path, settings: Iterable[str]) -> str | None:
+    parts = []
+    for setting in settings:
+        for name in ("table_params.md", "table_output.md"):
+            p = results / "bayes" / setting / name
+            if p.exists():
+                parts.append(p.read_text().strip())
+    return "\n\n".join(parts) if parts else None

@@ -55,6 +55,8 @@ DEFAULTS: dict[str, Any] = {
     "budget": 100,
     "proximity": 0.05,
     "sampling": "uniform",
+    "mc_samples": 0,
+    "rescore": 0,
     "adaptive": {"rounds": 4, "grow": 2.0, "shrink": 0.5, "min_proximity": 0.001,
                  "update": "offset", "neighbours": 10, "epochs": 20},
     "blackbox": {"n_startup_trials": 10, "multivariate": True},
@@ -185,6 +187,7 @@ class Problem:
     optimize_fn: OptimizeFn
     stream: str = ""
     anchor: np.ndarray | None = None   # precomputed full-space OP point (tunables)
+    anchor_seconds: float = 0.0        # what solving it took (charged to this strategy)
     runs: list[dict[str, Any]] = field(default_factory=list)
     op_calls: list[dict[str, Any]] = field(default_factory=list)
     sim_seconds: float = 0.0
@@ -330,7 +333,8 @@ class Problem:
         """The full-space OP point: precomputed (``anchor``) or solved now."""
         if self.anchor is not None:
             self.op_calls.append({"label": "anchor", "status": "precomputed",
-                                  "fallback": False, "seconds": 0.0})
+                                  "fallback": False, "seconds": self.anchor_seconds})
+            self.op_seconds += self.anchor_seconds
             return np.asarray(self.anchor, dtype=float)
         return self.op(None, "full")
 
@@ -537,7 +541,8 @@ def default_optimize() -> OptimizeFn:
 def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budget: int,
                      proximity: float, settings: Mapping[str, Any], solver: Mapping[str, Any],
                      seed: int, optimize_fn: OptimizeFn | None = None,
-                     anchor: np.ndarray | None = None, stream: str | None = None
+                     anchor: np.ndarray | None = None, stream: str | None = None,
+                     anchor_seconds: float = 0.0
                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run one strategy on one target.  Returns (record, run log rows)."""
     settings = merged_settings(settings)
@@ -546,7 +551,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     eff_budget = 1 if strategy == "op" else int(budget)
     p = Problem(study, mm, target, eff_budget, float(proximity), settings, solver, seed,
                 strategy, optimize_fn or default_optimize(), stream=stream or strategy,
-                anchor=anchor)
+                anchor=anchor, anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0)
     names = study.space.tunable_names
     rec: dict[str, Any] = {"target_id": target.target_id, "strategy": strategy,
                            "budget": int(budget), "proximity": float(proximity)}
@@ -559,7 +564,9 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
         out = STRATEGY_FNS[strategy](p)
         if p.used > eff_budget:  # pragma: no cover - guarded by Problem.simulate
             raise BudgetExceeded(f"{strategy} used {p.used} > {eff_budget}")
-    seconds = time.perf_counter() - t0
+    # a precomputed anchor's solve time is charged to every strategy that uses it
+    seconds = time.perf_counter() - t0 + (p.anchor_seconds if any(
+        c["label"] == "anchor" for c in p.op_calls) else 0.0)
     x = np.asarray(out["x"], dtype=float)
     chosen = next((r for r in p.runs if np.array_equal(r["x"], x) and np.isfinite(r["error"])),
                   None)
@@ -587,6 +594,15 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
         "op_seconds": round(p.op_seconds, 4),
         "history": out.get("history", ""),
     })
+    k = int(settings.get("rescore", 0) or 0)
+    if k > 0:
+        rec["rescored_error"] = rescore(study, mm, target, x, k, seed, p.scale)
+    n_mc = int(settings.get("mc_samples", 0) or 0)
+    if n_mc > 0 and hasattr(mm, "predict_mc") and np.isfinite(x).all():
+        # MC-dropout predictive spread at the chosen point (paper 1, Appendix F)
+        inp = p.frame(x[None, :])[list(mm.input_names)].to_numpy(dtype=float)
+        _, sd = mm.predict_mc(inp, n_mc, int_seed(seed, "mc", study.name, target.target_id))
+        rec["mc_sd"] = float((np.asarray(sd, dtype=float).reshape(-1) / p.scale).sum())
     for c, v in target.context.items():
         rec[c] = v
     for j, n in enumerate(names):
@@ -608,6 +624,28 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     return rec, runs
 
 
+def rescore(study: Study, mm: Any, target: Target, x: np.ndarray, k: int, seed: int,
+            scale: np.ndarray) -> float:
+    """Mean Delta of ``k`` fresh simulator runs at ``x`` (outside the budget; never used
+    to choose).  For a stochastic simulator the chosen run's own Delta is biased low
+    (the best of r noisy runs is partly lucky noise); this is the unbiased score.
+    The replicate seeds depend on (study, target, replicate) only, so every strategy
+    is re-scored with common random numbers."""
+    if not (target.ok and np.isfinite(x).all()):
+        return float("nan")
+    rows = pd.DataFrame(np.repeat(np.asarray(x, dtype=float)[None, :], k, axis=0),
+                        columns=study.space.tunable_names)
+    for c in study.space.context_names:
+        rows[c] = target.context[c]
+    rows.insert(0, "run_id", np.arange(k, dtype=np.int64))
+    res = simulate_rows(study, rows, seed, stream=f"rescore:{target.target_id}")
+    ok = (res["status"] == "ok").to_numpy()
+    if not ok.any():
+        return float("nan")
+    Y = res.loc[ok, list(mm.output_names)].to_numpy(dtype=float)
+    return float((np.abs(Y - target.z) / scale).sum(axis=1).mean())
+
+
 def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
               settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
               proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
@@ -620,11 +658,14 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
     check_settings(strategy, int(settings["budget"]), prox, settings)
     tlist = read_targets(targets, study, mm, source)
     anchor_of = _anchor_map(anchors, study) if anchors is not None else {}
+    anchor_sec = ({int(r["target_id"]): float(r["seconds"]) for _, r in anchors.iterrows()}
+                  if anchors is not None and "seconds" in anchors else {})
     records, runs = [], []
     for t in tlist:
         rec, rlog = calibrate_target(study, mm, t, strategy, int(settings["budget"]), prox,
                                      settings, solver, seed, optimize_fn,
-                                     anchor=anchor_of.get(t.target_id), stream=stream)
+                                     anchor=anchor_of.get(t.target_id), stream=stream,
+                                     anchor_seconds=anchor_sec.get(t.target_id, 0.0))
         log.info("%s %s target %d: error %.4g (predicted %.4g), %d runs, %.2f s",
                  study.name, strategy, t.target_id, rec["error"], rec["predicted_error"],
                  rec["runs"], rec["seconds"])
@@ -707,6 +748,12 @@ def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs") -> pd.D
             "median_distance": float(np.nanmedian(df["distance"])),
             "mean_seconds": float(df["seconds"].mean()),
         })
+        if "rescored_error" in df:
+            re_ = df["rescored_error"].to_numpy(dtype=float)
+            rows[-1]["median_rescored_error"] = (float(np.nanmedian(re_))
+                                                 if np.isfinite(re_).any() else np.nan)
+            rows[-1]["mean_rescored_error"] = (float(np.nanmean(re_))
+                                               if np.isfinite(re_).any() else np.nan)
     out = pd.DataFrame(rows)
     base = out[out["strategy"] == baseline]
     if len(base):
@@ -716,7 +763,8 @@ def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs") -> pd.D
     else:
         out["reduction_vs_rs"] = np.nan
         out["median_reduction_vs_rs"] = np.nan
-    return out[SUMMARY_COLUMNS]
+    extra = [c for c in ("median_rescored_error", "mean_rescored_error") if c in out]
+    return out[SUMMARY_COLUMNS + extra]
 
 
 def sweep_summary(records: Mapping[float, pd.DataFrame]) -> pd.DataFrame:
@@ -730,8 +778,64 @@ def sweep_summary(records: Mapping[float, pd.DataFrame]) -> pd.DataFrame:
                      "q75_error": float(np.nanquantile(e, 0.75)),
                      "median_distance": float(np.nanmedian(records[r]["distance"])),
                      "runs": float(records[r]["runs"].mean()), "targets": int(len(e))})
+        if "rescored_error" in records[r]:
+            re_ = records[r]["rescored_error"].to_numpy(dtype=float)
+            rows[-1]["median_rescored_error"] = float(np.nanmedian(re_))
+            rows[-1]["mean_rescored_error"] = float(np.nanmean(re_))
     out = pd.DataFrame(rows)
     if len(out):
         best = out["median_error"].idxmin()
         out["best"] = out.index == best
     return out
+
+
+# --------------------------------------------------------------------------------------
+# config checks a schema cannot express
+# --------------------------------------------------------------------------------------
+
+def _register_check() -> None:
+    from simcalib.config import semantic_check
+
+    @semantic_check
+    def check_calibration(config: Mapping[str, Any]) -> None:
+        """Budgets large enough for every listed strategy, extra target sets and noise
+        studies that exist, noise studies with the same inputs and outputs."""
+        studies = config.get("studies") or {}
+        for name, cfg in studies.items():
+            cal = cfg.get("calibration") or {}
+            if not cal.get("enabled", False):
+                continue
+            key = f"studies.{name}.calibration"
+            settings = merged_settings(cal)
+            for s in {*settings.get("strategies", STRATEGIES),
+                      *(settings.get("extra_strategies") or [])}:
+                check_settings(s, int(settings["budget"]), float(settings["proximity"]),
+                               settings, key)
+            for r in settings.get("sweep") or []:
+                check_settings("pts", int(settings["budget"]), float(r), settings,
+                               f"{key}.sweep")
+            if not (cfg.get("metamodel") or {}).get("enabled", False):
+                raise ConfigError(key, "calibration needs the study's metamodel (add a "
+                                  "'metamodel' section with enabled: true)")
+            for which in settings.get("extra_targets") or []:
+                if which not in (cfg.get("extra_targets") or {}):
+                    raise ConfigError(f"{key}.extra_targets", f"{which!r} is not one of the "
+                                      f"study's extra_targets "
+                                      f"{sorted(cfg.get('extra_targets') or {})}")
+            for other in settings.get("noise_studies") or []:
+                if other not in studies or other == name:
+                    raise ConfigError(f"{key}.noise_studies", f"{other!r} is not another "
+                                      f"study; have {sorted(studies)}")
+                ocfg = studies[other]
+                if not (ocfg.get("calibration") or {}).get("enabled", False) or \
+                        "pts" not in (ocfg["calibration"].get("strategies") or STRATEGIES):
+                    raise ConfigError(f"{key}.noise_studies", f"study {other!r} must enable "
+                                      "calibration with the pts strategy")
+                if (list(ocfg.get("parameters", {})) != list(cfg.get("parameters", {}))
+                        or list(ocfg.get("contexts", {}) or {})
+                        != list(cfg.get("contexts", {}) or {})):
+                    raise ConfigError(f"{key}.noise_studies", f"study {other!r} must have the "
+                                      f"same parameters and contexts as {name!r}")
+
+
+_register_check()

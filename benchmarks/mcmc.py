@@ -1,0 +1,110 @@
+"""MCMC speed: seconds per chain and ESS per second, KOH and MOS, every model.
+
+    python benchmarks/mcmc.py            # 10,000 iterations (5,000 burn-in), 2 chains
+    python benchmarks/mcmc.py --quick    # 2,000 iterations, plus the 10,000-iteration
+                                         # two-mass MOS speed target (minutes)
+
+Goal: one 10,000-iteration MOS chain on the two-mass model in <= 30 s on one core
+(the reference code needs about 16 min).  Each row: one data set (replication 0 of the
+setting, simulated as in the workflow), ``chains`` chains run one after the other on one
+core; ``seconds`` is the mean wall time of one chain (sampling only: model build, least
+squares start and file output excluded) and ``cpu_seconds`` its process CPU time (what
+one dedicated core needs; on a shared, overloaded machine wall time is longer),
+``ess_bulk_min`` / ``rhat_max`` over theta,
+gamma, ell and sigma^2 (ArviZ, post burn-in), ``ess_per_s`` = ess_bulk_min / total chain
+seconds.  ``load`` is the 1-minute load average at the end of the row: on a shared
+machine, times grow with it.
+
+Writes ``results/benchmarks/mcmc.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from simcalib.bayes._threads import limit_blas_threads  # noqa: E402
+from simcalib.bayes.models import BUILTIN, make_setting  # noqa: E402
+from simcalib.bayes.posterior import build_idata, summarize  # noqa: E402
+from simcalib.bayes.sampler import Problem, SamplerConfig, run  # noqa: E402
+from simcalib.bayes.simulate import simulate  # noqa: E402
+from simcalib.io import write_csv  # noqa: E402
+from simcalib.seeds import rng  # noqa: E402
+
+COLUMNS = ["setting", "method", "iterations", "seconds", "ess_bulk_min", "rhat_max",
+           "ess_per_s", "ms_per_iteration", "cpu_seconds", "ess_per_cpu_s", "acceptance",
+           "ode_failures", "chains", "load"]
+
+
+def bench(name: str, method: str, iterations: int, chains: int, seed: int) -> dict:
+    setting = make_setting(name)
+    sim = simulate(setting, rng(seed, "bayes", name, "data", 0))
+    pb = Problem(setting, sim.obs, method)
+    cfg = SamplerConfig(iterations=iterations, burn_in=iterations // 2, chains=chains,
+                        log_every=0, progress=False)
+    res = run(pb, cfg, seed, ("bayes", name, method, 0), init_keys=("bayes", name, "init", 0))
+    summ = summarize(build_idata(pb, res, {"setting": name, "method": method}), setting.params)
+    secs = [c.seconds for c in res.chains]
+    cpu = [c.cpu_seconds for c in res.chains]
+    ess = float(summ["ess_bulk"].min())
+    return {"setting": name, "method": method, "iterations": iterations,
+            "seconds": sum(secs) / len(secs), "ess_bulk_min": ess,
+            "rhat_max": float(summ["r_hat"].max()), "ess_per_s": ess / sum(secs),
+            "ms_per_iteration": 1000 * sum(secs) / (len(secs) * iterations),
+            "cpu_seconds": sum(cpu) / len(cpu), "ess_per_cpu_s": ess / sum(cpu),
+            "acceptance": sum(c.acceptance for c in res.chains) / len(secs),
+            "ode_failures": sum(c.counters.ode_failures for c in res.chains),
+            "chains": chains, "load": os.getloadavg()[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2,000 iterations (plus the target)")
+    ap.add_argument("--iterations", type=int, help="override the chain length")
+    ap.add_argument("--chains", type=int, default=2)
+    ap.add_argument("--settings", nargs="+", default=list(BUILTIN))
+    ap.add_argument("--methods", nargs="+", default=["koh", "mos"])
+    ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--output", default=str(ROOT / "results" / "benchmarks" / "mcmc.csv"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    limit_blas_threads(1)
+    iters = args.iterations or (2000 if args.quick else 10000)
+    jobs = [(s, m, iters) for s in args.settings for m in args.methods]
+    if args.quick and "two_mass" in args.settings and iters != 10000:
+        jobs.insert(0, ("two_mass", "mos", 10000))   # the speed target, always at full length
+    rows = []
+    t0 = time.perf_counter()
+    for s, m, n in jobs:
+        row = bench(s, m, n, args.chains, args.seed)
+        rows.append(row)
+        print(f"{s:16s} {m:4s} {n:6d} it  {row['seconds']:7.2f} s/chain "
+              f"({row['cpu_seconds']:6.2f} CPU s)  "
+              f"{row['ms_per_iteration']:6.2f} ms/it  ESS_min {row['ess_bulk_min']:7.1f}  "
+              f"ESS/s {row['ess_per_s']:7.2f}  R-hat {row['rhat_max']:.3f}  "
+              f"load {row['load']:.1f}", flush=True)
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    write_csv(df, args.output)
+    print()
+    print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    target = df[(df.setting == "two_mass") & (df.method == "mos") & (df.iterations == 10000)]
+    if len(target):
+        sec = float(target["seconds"].iloc[0])
+        cpu = float(target["cpu_seconds"].iloc[0])
+        print(f"\ntwo-mass MOS, 10,000 iterations: {sec:.1f} s wall, {cpu:.1f} s CPU per chain "
+              f"(goal <= 30 s on one core): {'met' if cpu <= 30 else 'NOT met'}")
+    print(f"total {time.perf_counter() - t0:.0f} s; wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

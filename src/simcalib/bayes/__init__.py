@@ -1,0 +1,20 @@
+"""Bayesian calibration of ODE models under model discrepancy: KOH and MOS.
+
+Modules, one job each:
+
+* :mod:`~simcalib.bayes.ode` -- ODE models with forward sensitivities solved jointly,
+  Jacobians derived automatically (sympy, or torch.func as a fallback);
+* :mod:`~simcalib.bayes.models` -- the paper's settings and user settings;
+* :mod:`~simcalib.bayes.kernels` -- SE kernel, KOH and MOS covariances, stable Cholesky;
+* :mod:`~simcalib.bayes.sampler` -- adaptive Metropolis-within-Gibbs (paper Algorithm 1);
+* :mod:`~simcalib.bayes.simulate` -- synthetic data as in the paper;
+* :mod:`~simcalib.bayes.posterior` -- ArviZ netCDF and summaries (the only ArviZ caller);
+* :mod:`~simcalib.bayes.predict`, :mod:`~simcalib.bayes.metrics`,
+  :mod:`~simcalib.bayes.paper`, :mod:`~simcalib.bayes.plots` -- output UQ, replication
+  metrics, the paper's tables, figures.
+"""
+
+from simcalib.bayes.models import Setting, make_setting
+from simcalib.bayes.ode import ODEModel
+
+__all__ = ["ODEModel", "Setting", "make_setting"]

@@ -1,0 +1,399 @@
+"""Adaptive Metropolis-within-Gibbs for KOH and MOS calibration (paper Algorithm 1).
+
+Per iteration:
+
+1. ``(theta, log gamma, log ell)`` jointly by a Gaussian random-walk Metropolis step on
+   their marginal posterior with delta integrated out,
+   ``N(y; f_theta, C_delta(theta, phi) + sigma^2 I) * prior``: uniform on theta inside
+   its bounds (a proposal outside is rejected without solving the ODE), Gaussian on
+   ``log gamma`` and ``log ell`` (the log-normal priors).  One ODE + sensitivity solve per
+   proposal; a failed or non-finite solve rejects the proposal and is counted.
+2. ``delta`` exactly from its Gaussian conditional, by Matheron's rule
+   ``delta = d0 + C_d Sigma^{-1} (r - d0 - e0)`` with ``d0 ~ N(0, C_d)``,
+   ``e0 ~ N(0, sigma^2 I)``, ``Sigma = C_d + sigma^2 I`` (exact although the MOS ``C_d``
+   is singular; for MOS ``d0`` is a KOH draw projected off the sensitivities).
+3. ``sigma^2`` from ``IG(alpha + m/2, beta + |y - f - delta|^2 / 2)`` with all ``m``
+   observed entries (n times x J outputs, less missing ones).
+
+The proposal starts as ``diag((0.01 (UB - LB))^2, 0.05^2, 0.05^2)`` and is replaced every
+``adapt_every`` iterations by ``lambda * 2.38^2 / d`` times the chain's covariance
+(Haario et al.); ``lambda`` follows the acceptance rate towards 0.234.  Adaptation stops
+at the end of burn-in by default, so the kept draws come from a fixed kernel.  Chains
+start from a multi-start least-squares fit, never from the truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.optimize
+
+from simcalib.bayes.kernels import (
+    CholeskyError,
+    MosFactors,
+    ObsLayout,
+    chol_solve,
+    mos_from_koh,
+    robust_cholesky,
+    tri_solve,
+)
+from simcalib.bayes.models import Setting
+from simcalib.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+LOG2PI = math.log(2.0 * math.pi)
+
+
+@dataclass
+class SamplerConfig:
+    iterations: int = 2000
+    burn_in: int = 1000
+    chains: int = 2
+    thin: int = 1
+    adapt_every: int = 200
+    adapt_scale: bool = True
+    adapt_after_burn_in: bool = False
+    initial_step: float = 0.01      # fraction of (UB - LB) for theta
+    initial_step_log: float = 0.05  # sd for log gamma, log ell
+    ls_starts: int = 8
+    log_every: int = 1000
+    progress: bool = True
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], key: str = "bayes.sampler") -> SamplerConfig:
+        known = set(cls.__dataclass_fields__)
+        extra = sorted(set(d) - known)
+        if extra:
+            raise ConfigError(f"{key}.{extra[0]}", f"unknown key; allowed: {sorted(known)}")
+        cfg = cls(**{k: v for k, v in d.items()})
+        if cfg.iterations < 2 or not 0 <= cfg.burn_in < cfg.iterations:
+            raise ConfigError(f"{key}.burn_in", "need 0 <= burn_in < iterations")
+        if cfg.chains < 1 or cfg.thin < 1 or cfg.adapt_every < 2 or cfg.ls_starts < 1:
+            raise ConfigError(key, "chains, thin, ls_starts must be >= 1 and adapt_every >= 2")
+        return cfg
+
+
+@dataclass
+class ObsData:
+    """Observations ``y[time, output]`` (NaN = missing) at times ``t``."""
+
+    t: np.ndarray
+    y: np.ndarray
+    outputs: list[str]
+
+
+class Problem:
+    """A setting, its data and a method (``koh`` or ``mos``): likelihood pieces."""
+
+    def __init__(self, setting: Setting, data: ObsData, method: str, source: str = "data") -> None:
+        if method not in ("koh", "mos"):
+            raise ConfigError("method", f"{method!r} is not one of ['koh', 'mos']")
+        self.setting, self.data, self.method = setting, data, method
+        t = np.asarray(data.t, dtype=np.float64)
+        if t.ndim != 1 or np.any(np.diff(t) <= 0) or t[0] < setting.model.t0:
+            raise DataError(source, f"times must be strictly increasing and >= {setting.model.t0}")
+        unknown = [o for o in data.outputs if o not in setting.model.state_names]
+        if unknown:
+            raise DataError(source, f"outputs {unknown} are not states of {setting.name}: "
+                            f"{setting.model.state_names}")
+        y = np.asarray(data.y, dtype=np.float64)
+        if y.shape != (len(t), len(data.outputs)):
+            raise DataError(source,
+                            f"y has shape {y.shape}, expected {(len(t), len(data.outputs))}")
+        mask = np.isfinite(y)
+        if mask.sum() < 3:
+            raise DataError(source, "fewer than 3 finite observations")
+        # output-major stacking of the observed entries (missing ones masked out)
+        oi, ti = np.nonzero(mask.T)
+        self.t = t
+        self.mask = mask
+        self.ti, self.oi = ti, oi
+        self.si = np.array([setting.model.state_names.index(data.outputs[o]) for o in oi])
+        self.y = y[ti, oi]
+        self.m = self.y.size
+        self.layout = ObsLayout.build(t[ti], oi)
+        self.lower, self.upper = setting.lower, setting.upper
+        self.p = setting.model.n_param
+
+    def forward(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Observed model output ``f`` (m,) and sensitivities ``J`` (m, p), or None."""
+        sol = self.setting.model.solve(theta, self.t)
+        if sol is None:
+            return None
+        return sol.z[self.ti, self.si], sol.s[self.ti, self.si, :]
+
+    def in_bounds(self, theta: np.ndarray) -> bool:
+        return bool(np.all(theta >= self.lower) and np.all(theta <= self.upper))
+
+    def log_prior_hyper(self, lg: float, ll: float) -> float:
+        (mg, sg), (ml, sl) = self.setting.gamma_prior, self.setting.ell_prior
+        return -0.5 * ((lg - mg) / sg) ** 2 - 0.5 * ((ll - ml) / sl) ** 2
+
+
+@dataclass
+class _State:
+    x: np.ndarray              # theta, log gamma, log ell
+    f: np.ndarray
+    c: np.ndarray              # KOH covariance gamma (I_J kron K)
+    c_delta: np.ndarray        # discrepancy covariance (c for KOH)
+    mos: MosFactors | None
+    lp: float = -np.inf
+    chol: np.ndarray | None = None    # Cholesky of C_delta + sigma^2 I (current sigma^2)
+    chol_c: np.ndarray | None = None  # Cholesky of C (lazily, for delta draws)
+
+
+@dataclass
+class Counters:
+    ode_failures: int = 0
+    out_of_bounds: int = 0
+    regularised: int = 0
+    cholesky_failures: int = 0
+
+
+@dataclass
+class ChainResult:
+    theta: np.ndarray          # (draws, p)
+    log_gamma: np.ndarray
+    log_ell: np.ndarray
+    sigma2: np.ndarray
+    delta: np.ndarray          # (draws, m)
+    lp: np.ndarray
+    accepted: np.ndarray
+    acceptance: float
+    counters: Counters
+    seconds: float
+    start: np.ndarray
+    cpu_seconds: float = float("nan")  # process CPU time: the one-core cost under contention
+
+
+@dataclass
+class RunResult:
+    chains: list[ChainResult]
+    init: dict[str, Any] = field(default_factory=dict)
+
+
+class Sampler:
+    def __init__(self, problem: Problem, cfg: SamplerConfig) -> None:
+        self.pb, self.cfg = problem, cfg
+        self.d = problem.p + 2
+
+    # ------------------------------------------------------------- pieces
+    def _loglik(self, st: _State, sigma2: float, counters: Counters) -> float:
+        sig = st.c_delta.copy()
+        sig.flat[:: self.pb.m + 1] += sigma2
+        try:
+            chol, jit = robust_cholesky(sig)
+        except CholeskyError:
+            counters.cholesky_failures += 1
+            st.chol = None
+            return -np.inf
+        counters.regularised += int(jit > 0)
+        st.chol = chol
+        a = tri_solve(chol, self.pb.y - st.f)
+        return float(-0.5 * a @ a - np.sum(np.log(np.diag(chol))) - 0.5 * self.pb.m * LOG2PI)
+
+    def _state(self, x: np.ndarray, sigma2: float, counters: Counters) -> _State | None:
+        theta = x[: self.pb.p]
+        if not self.pb.in_bounds(theta):
+            counters.out_of_bounds += 1
+            return None
+        fw = self.pb.forward(theta)
+        if fw is None:
+            counters.ode_failures += 1
+            return None
+        f, jac = fw
+        c = self.pb.layout.koh(math.exp(x[-2]), math.exp(x[-1]))
+        fac = None
+        if self.pb.method == "mos":
+            try:
+                fac = mos_from_koh(c, jac)
+            except CholeskyError:
+                counters.cholesky_failures += 1
+                return None
+            counters.regularised += fac.regularised
+        st = _State(x, f, c, c if fac is None else fac.c_delta, fac)
+        st.lp = self._loglik(st, sigma2, counters) + self.pb.log_prior_hyper(x[-2], x[-1])
+        return st
+
+    def _draw_delta(self, st: _State, sigma2: float, rng: np.random.Generator,
+                    counters: Counters) -> np.ndarray:
+        """Exact draw by Matheron's rule: ``d0 ~ N(0, C_delta)`` (a KOH draw projected for
+        MOS), ``e0 ~ N(0, sigma^2 I)``, ``delta = d0 + C_delta Sigma^{-1} (r - d0 - e0)``."""
+        m = self.pb.m
+        if st.chol_c is None:
+            st.chol_c, jit = robust_cholesky(st.c)
+            counters.regularised += int(jit > 0)
+        d0 = st.chol_c @ rng.standard_normal(m)
+        if st.mos is not None:
+            d0 = st.mos.project(d0)
+        e0 = math.sqrt(sigma2) * rng.standard_normal(m)
+        assert st.chol is not None
+        return d0 + st.c_delta @ chol_solve(st.chol, self.pb.y - st.f - d0 - e0)
+
+    # ------------------------------------------------------------- init
+    def least_squares_start(self, rng: np.random.Generator) -> dict[str, Any]:
+        """Multi-start bounded least squares of ``|y - f_theta|^2`` with the exact
+        Jacobian from the sensitivities; the best fit seeds every chain."""
+        pb = self.pb
+        cache: dict[bytes, tuple[np.ndarray, np.ndarray] | None] = {}
+
+        def fw(th: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+            key = th.tobytes()
+            if key not in cache:
+                cache.clear()
+                cache[key] = pb.forward(th)
+            return cache[key]
+
+        def fun(th: np.ndarray) -> np.ndarray:
+            r = fw(th)
+            return np.full(pb.m, 1e6) if r is None else r[0] - pb.y
+
+        def jac(th: np.ndarray) -> np.ndarray:
+            r = fw(th)
+            return np.zeros((pb.m, pb.p)) if r is None else r[1]
+
+        best: tuple[float, np.ndarray] | None = None
+        costs = []
+        span = pb.upper - pb.lower
+        for _ in range(self.cfg.ls_starts):
+            x0 = pb.lower + span * rng.uniform(0.02, 0.98, pb.p)
+            try:
+                res = scipy.optimize.least_squares(fun, x0, jac=jac, bounds=(pb.lower, pb.upper),
+                                                   x_scale="jac", max_nfev=200, method="trf")
+            except (ValueError, np.linalg.LinAlgError):
+                continue
+            costs.append(float(res.cost))
+            if np.isfinite(res.cost) and (best is None or res.cost < best[0]):
+                best = (float(res.cost), res.x)
+        if best is None:
+            raise DataError("data", "least-squares initialisation failed from every start")
+        theta = np.clip(best[1], pb.lower + 1e-6 * span, pb.upper - 1e-6 * span)
+        return {"theta": theta, "cost": best[0], "costs": costs,
+                "sigma2": max(2.0 * best[0] / pb.m, 1e-12)}
+
+    # ------------------------------------------------------------- chain
+    def run_chain(self, init: dict[str, Any], rng: np.random.Generator, label: str = ""
+                  ) -> ChainResult:
+        cfg, pb = self.cfg, self.pb
+        counters = Counters()
+        span = pb.upper - pb.lower
+        (mg, _), (ml, _) = pb.setting.gamma_prior, pb.setting.ell_prior
+        # start: LS fit jittered by the initial step, hyperparameters at their prior medians
+        x = np.concatenate([init["theta"], [mg, ml]])
+        sigma2 = float(init["sigma2"])
+        st = None
+        for _ in range(100):
+            x0 = x.copy()
+            x0[: pb.p] = np.clip(x0[: pb.p] + cfg.initial_step * span * rng.standard_normal(pb.p),
+                                 pb.lower + 1e-6 * span, pb.upper - 1e-6 * span)
+            x0[-2:] += cfg.initial_step_log * rng.standard_normal(2)
+            st = self._state(x0, sigma2, counters)
+            if st is not None and np.isfinite(st.lp):
+                break
+        if st is None or not np.isfinite(st.lp):
+            raise DataError("data", "no finite starting point near the least-squares fit")
+        start = st.x.copy()
+        d = self.d
+        prop_cov = np.diag(np.concatenate([(cfg.initial_step * span) ** 2,
+                                           [cfg.initial_step_log**2] * 2]))
+        prop_chol = np.linalg.cholesky(prop_cov)
+        base_scale = 2.38**2 / d
+        lam = 1.0
+        n_keep = len(range(cfg.burn_in, cfg.iterations, cfg.thin))
+        out_theta = np.empty((n_keep, pb.p))
+        out_hyp = np.empty((n_keep, 2))
+        out_s2 = np.empty(n_keep)
+        out_delta = np.empty((n_keep, pb.m))
+        out_lp = np.empty(n_keep)
+        out_acc = np.zeros(n_keep, dtype=np.int8)
+        hist = np.empty((cfg.iterations, d))
+        acc_total, acc_block, k = 0, 0, 0
+        t0, c0 = time.perf_counter(), time.process_time()
+        bar = None
+        if cfg.progress and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(total=cfg.iterations, desc=label or "chain", leave=False, file=sys.stderr)
+        for it in range(cfg.iterations):
+            # 1. (theta, phi) | sigma^2 by random-walk Metropolis on the marginal posterior
+            xp = st.x + prop_chol @ rng.standard_normal(d)
+            new = self._state(xp, sigma2, counters)
+            accepted = False
+            if new is not None and np.isfinite(new.lp):
+                if math.log(rng.uniform()) < new.lp - st.lp:
+                    st, accepted = new, True
+                    acc_total += 1
+                    acc_block += 1
+            # 2. delta | theta, phi, sigma^2, y
+            try:
+                delta = self._draw_delta(st, sigma2, rng, counters)
+            except CholeskyError:
+                counters.cholesky_failures += 1
+                delta = np.zeros(pb.m)
+            # 3. sigma^2 | theta, delta, y (all m observed entries)
+            resid = pb.y - st.f - delta
+            a0, b0 = pb.setting.sigma2_prior
+            sigma2 = float((b0 + 0.5 * resid @ resid) / rng.gamma(a0 + 0.5 * pb.m))
+            st.lp = self._loglik(st, sigma2, counters) + pb.log_prior_hyper(st.x[-2], st.x[-1])
+            hist[it] = st.x
+            if it >= cfg.burn_in and (it - cfg.burn_in) % cfg.thin == 0:
+                out_theta[k] = st.x[: pb.p]
+                out_hyp[k] = st.x[-2:]
+                out_s2[k] = sigma2
+                out_delta[k] = delta
+                out_lp[k] = st.lp
+                out_acc[k] = accepted
+                k += 1
+            # adaptation of the proposal
+            adapting = cfg.adapt_after_burn_in or it + 1 < cfg.burn_in
+            if adapting and (it + 1) % cfg.adapt_every == 0:
+                rate = acc_block / cfg.adapt_every
+                acc_block = 0
+                if cfg.adapt_scale:
+                    lam = float(np.clip(lam * math.exp(2.0 * (rate - 0.234)), 1e-3, 1e3))
+                window = hist[(it + 1) // 2: it + 1]
+                emp = np.cov(window, rowvar=False) if len(window) > d else None
+                if emp is not None and np.all(np.isfinite(emp)):
+                    cov = lam * base_scale * emp + 1e-10 * prop_cov
+                    try:
+                        prop_chol, _ = robust_cholesky(cov)
+                    except CholeskyError:
+                        pass
+            if bar is not None:
+                bar.update()
+            if cfg.log_every and (it + 1) % cfg.log_every == 0:
+                log.info("%s iteration %d/%d acceptance %.3f lp %.2f", label, it + 1,
+                         cfg.iterations, acc_total / (it + 1), st.lp)
+        if bar is not None:
+            bar.close()
+        seconds = time.perf_counter() - t0
+        return ChainResult(out_theta, out_hyp[:, 0], out_hyp[:, 1], out_s2, out_delta, out_lp,
+                           out_acc, acc_total / cfg.iterations, counters, seconds, start,
+                           time.process_time() - c0)
+
+
+def run(problem: Problem, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
+        init_keys: tuple[Any, ...] | None = None) -> RunResult:
+    """Least-squares start, then ``cfg.chains`` chains, each with its own stream
+    ``rng(seed, *keys, chain)``."""
+    from simcalib.bayes._threads import limit_blas_threads
+    from simcalib.seeds import rng as make_rng
+
+    limit_blas_threads(1)
+    sampler = Sampler(problem, cfg)
+    init = sampler.least_squares_start(make_rng(seed, *(init_keys or (*keys, "init"))))
+    log.info("least-squares start theta=%s cost=%.4g", np.round(init["theta"], 4), init["cost"])
+    chains = []
+    for c in range(cfg.chains):
+        res = sampler.run_chain(init, make_rng(seed, *keys, c), label=f"chain {c}")
+        log.info("chain %d: %.1f s, acceptance %.3f, %s", c, res.seconds, res.acceptance,
+                 res.counters)
+        chains.append(res)
+    return RunResult(chains, init)

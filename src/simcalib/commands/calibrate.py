@@ -1,0 +1,288 @@
+"""CLI verbs of the calibration stage (paper 1's strategies and experiments).
+
+``calibrate-anchors``     full-space OP point of every target (solved once, shared)
+``calibrate``             one strategy on every target -> per-target records (+ run log)
+``calibration-summary``   per-strategy table (summary.csv) and Figs. 2 and 4/6
+``calibration-sweep``     PtS over proximity values -> sweep.csv and Fig. 5
+``calibration-contexts``  in-sample vs out-of-sample contexts -> table and Fig. 7
+``calibration-noise``     PtS across noise levels (Appendix F) -> table and figure
+
+``--params`` is the study's config restricted to what the step reads (simulator,
+parameters, contexts, constraints, outputs, and the ``calibration`` settings of this
+job); ``--solver`` is the solver option set (``config['solvers'][name]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from simcalib import io
+from simcalib.commands._common import add_study_args, load_params, seed_from_args, study_from_args
+from simcalib.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+
+def _pairs(items: list[str], what: str) -> list[tuple[str, str]]:
+    out = []
+    for it in items:
+        if "=" not in it:
+            raise ConfigError(what, f"expected NAME=PATH, got {it!r}")
+        k, v = it.split("=", 1)
+        out.append((k, v))
+    return out
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    add_study_args(p)
+    p.add_argument("--seed", type=int, help="top-level seed (default: from --config)")
+    p.add_argument("--solver", default="{}",
+                   help="solver option set as JSON (or @FILE); with --config the "
+                   "calibration.solver / optimize.solver set is used when this is omitted")
+    p.add_argument("--metamodel", required=True,
+                   help="metamodel directory (model.pt + metamodel.json)")
+    p.add_argument("--targets", required=True, help="targets CSV (targets.csv)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("calibrate-anchors", help="full-space OP point of every target")
+    _add_common(p)
+    p.add_argument("--output", required=True, help="anchors CSV to write")
+    p.set_defaults(func=cmd_anchors)
+
+    p = sub.add_parser("calibrate", help="run one calibration strategy on every target")
+    _add_common(p)
+    p.add_argument("--strategy", required=True, help="rs, op, stp, pts, adaptive or blackbox")
+    p.add_argument("--proximity", type=float,
+                   help="proximity R (default: calibration.proximity)")
+    p.add_argument("--anchors", help="anchors CSV from calibrate-anchors (else OP is solved)")
+    p.add_argument("--output", required=True, help="per-target records CSV to write")
+    p.add_argument("--runs", help="run log CSV to write (every simulator run, failed or not)")
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("calibration-summary",
+                       help="per-strategy summary table and box plots (Figs. 2, 4, 6)")
+    p.add_argument("--records", nargs="+", required=True, help="STRATEGY=CSV pairs")
+    p.add_argument("--output", required=True, help="summary CSV to write")
+    p.add_argument("--figure", help="box plot of actual error per strategy (PNG)")
+    p.add_argument("--figure-rs-op", help="RS vs OP predicted/actual error (PNG)")
+    p.add_argument("--title", default="")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("calibration-sweep", help="PtS proximity sweep table and Fig. 5")
+    p.add_argument("--records", nargs="+", required=True, help="R=CSV pairs")
+    p.add_argument("--output", required=True)
+    p.add_argument("--figure")
+    p.add_argument("--title", default="")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("calibration-contexts",
+                       help="in-sample vs out-of-sample contexts table and Fig. 7")
+    p.add_argument("--insample", required=True, help="records CSV on the study's targets")
+    p.add_argument("--outofsample", required=True, help="records CSV on unseen contexts")
+    p.add_argument("--strategy", default="")
+    p.add_argument("--output", required=True)
+    p.add_argument("--figure")
+    p.set_defaults(func=cmd_contexts)
+
+    p = sub.add_parser("calibration-noise", help="PtS across noise levels (Appendix F)")
+    p.add_argument("--records", nargs="+", required=True,
+                   help="STUDY:NOISE=CSV triples (NOISE: the study's relative noise sd)")
+    p.add_argument("--output", required=True)
+    p.add_argument("--figure")
+    p.set_defaults(func=cmd_noise)
+
+
+# ---- helpers -------------------------------------------------------------------------
+
+def _solver(args: argparse.Namespace) -> dict:
+    if args.solver and args.solver != "{}":
+        return load_params(args.solver)
+    if getattr(args, "config", None):
+        from simcalib.config import load_config
+
+        cfg = load_config(args.config)
+        study = cfg["studies"][args.study]
+        name = (study.get("calibration") or {}).get("solver") or \
+            (study.get("optimize") or {}).get("solver")
+        if name:
+            return dict(cfg.get("solvers", {})[name])
+    return {}
+
+
+def _study(args: argparse.Namespace):
+    """The study; ``--params`` JSON has sorted keys (Snakemake's ``as_json``), so the
+    input order travels separately as ``input_order`` (tunables, then contexts)."""
+    from simcalib.study import Study
+
+    if getattr(args, "config", None):
+        return study_from_args(args)
+    cfg = load_params(args.params)
+    order = cfg.pop("input_order", None)
+    if order is not None:
+        for sec in ("parameters", "contexts"):
+            items = cfg.get(sec) or {}
+            unknown = set(items) - set(order)
+            if unknown:
+                raise ConfigError("--params", f"input_order misses {sorted(unknown)}")
+            cfg[sec] = {k: items[k] for k in order if k in items}
+    return Study(args.study, cfg)
+
+
+def _load(args: argparse.Namespace):
+    from simcalib.metamodel import Metamodel
+    from simcalib.strategies import check_compatible
+
+    study = _study(args)
+    mm = Metamodel.load(args.metamodel)
+    check_compatible(study, mm, str(Path(args.metamodel) / "metamodel.json"))
+    targets = io.read_csv(args.targets, ["target_id"])
+    return study, mm, targets
+
+
+def _records(path: str) -> pd.DataFrame:
+    return io.read_csv(path, ["target_id", "strategy", "error", "predicted_error", "distance",
+                              "runs", "failed_runs", "seconds"])
+
+
+# ---- verbs ---------------------------------------------------------------------------
+
+def cmd_anchors(args: argparse.Namespace) -> int:
+    from simcalib.strategies import compute_anchors
+
+    study, mm, targets = _load(args)
+    t0 = time.perf_counter()
+    out = compute_anchors(study, mm, targets, _solver(args), seed_from_args(args),
+                          source=args.targets)
+    io.write_csv(out, args.output)
+    print(f"{study.name}: {len(out)} OP anchors in {time.perf_counter() - t0:.1f} s "
+          f"({int(out['fallback'].sum())} fallbacks) -> {args.output}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from simcalib.strategies import calibrate
+
+    study, mm, targets = _load(args)
+    settings = dict(study.cfg.get("calibration") or {})
+    if "metamodel" in study.cfg:
+        settings["metamodel"] = study.cfg["metamodel"]
+    anchors = io.read_csv(args.anchors, ["target_id"]) if args.anchors else None
+    t0 = time.perf_counter()
+    rec, runs = calibrate(study, mm, targets, args.strategy, settings, _solver(args),
+                          seed_from_args(args), proximity=args.proximity, anchors=anchors,
+                          source=args.targets)
+    io.write_csv(rec, args.output)
+    if args.runs:
+        io.write_csv(runs, args.runs)
+    print(f"{study.name} {args.strategy}: {len(rec)} targets, median error "
+          f"{rec['error'].median():.4g}, mean {rec['error'].mean():.4g}, "
+          f"{int(rec['runs'].sum())} runs ({int(rec['failed_runs'].sum())} failed), "
+          f"{time.perf_counter() - t0:.1f} s -> {args.output}")
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from simcalib.calibration_plots import fig_rs_vs_op, fig_strategies
+    from simcalib.strategies import summarize
+
+    recs = {k: _records(v) for k, v in _pairs(args.records, "--records")}
+    summ = summarize(recs)
+    io.write_csv(summ, args.output)
+    if args.figure:
+        fig_strategies(recs, args.figure, args.title)
+    if args.figure_rs_op:
+        if "rs" not in recs or "op" not in recs:
+            raise ConfigError("--figure-rs-op", "needs records of both rs and op")
+        fig_rs_vs_op(recs["rs"], recs["op"], args.figure_rs_op)
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(summ[["strategy", "median_error", "mean_error", "reduction_vs_rs",
+                    "median_reduction_vs_rs", "runs"]].to_string(index=False))
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from simcalib.calibration_plots import fig_sweep
+    from simcalib.strategies import sweep_summary
+
+    recs = {}
+    for k, v in _pairs(args.records, "--records"):
+        try:
+            recs[float(k)] = _records(v)
+        except ValueError:
+            raise ConfigError("--records", f"proximity {k!r} is not a number") from None
+    out = sweep_summary(recs)
+    io.write_csv(out, args.output)
+    if args.figure:
+        fig_sweep(recs, args.figure, args.title)
+    print(out.to_string(index=False))
+    return 0
+
+
+def contexts_table(ins: pd.DataFrame, oos: pd.DataFrame, strategy: str = "") -> pd.DataFrame:
+    import numpy as np
+
+    rows = []
+    for lab, df in (("in-sample", ins), ("out-of-sample", oos)):
+        names = [c[len("true_"):] for c in df.columns if c.startswith("true_")]
+        row = {"set": lab, "strategy": strategy or str(df["strategy"].iloc[0]),
+               "targets": len(df), "median_error": float(df["error"].median()),
+               "mean_error": float(df["error"].mean()),
+               "median_distance": float(df["distance"].median())}
+        for n in names:
+            t, c = df[f"true_{n}"].to_numpy(float), df[f"x_{n}"].to_numpy(float)
+            row[f"mae_{n}"] = float(np.nanmean(np.abs(t - c)))
+            row[f"corr_{n}"] = float(np.corrcoef(t, c)[0, 1]) if len(t) > 2 else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cmd_contexts(args: argparse.Namespace) -> int:
+    from simcalib.calibration_plots import fig_contexts
+
+    ins, oos = _records(args.insample), _records(args.outofsample)
+    out = contexts_table(ins, oos, args.strategy)
+    io.write_csv(out, args.output)
+    names = [c[len("true_"):] for c in ins.columns if c.startswith("true_")]
+    if args.figure:
+        fig_contexts(ins, oos, names, args.figure,
+                     f"true vs calibrated inputs ({args.strategy or ins['strategy'].iloc[0]})")
+    print(out.to_string(index=False))
+    return 0
+
+
+def cmd_noise(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from simcalib.calibration_plots import fig_noise
+
+    rows, recs = [], {}
+    for key, path in _pairs(args.records, "--records"):
+        if ":" not in key:
+            raise ConfigError("--records", f"expected STUDY:NOISE=CSV, got {key!r}")
+        study, noise = key.rsplit(":", 1)
+        df = _records(path)
+        recs[study] = df
+        e, d = df["error"].to_numpy(float), df["distance"].to_numpy(float)
+        row = {"study": study, "noise_level": float(noise), "targets": len(df),
+               "median_error": float(np.nanmedian(e)), "mean_error": float(np.nanmean(e)),
+               "iqr_error": float(np.subtract(*np.nanpercentile(e, [75, 25]))),
+               "median_distance": float(np.nanmedian(d)),
+               "iqr_distance": float(np.subtract(*np.nanpercentile(d, [75, 25]))),
+               "sd_distance": float(np.nanstd(d, ddof=1)) if len(d) > 1 else float("nan")}
+        if "mc_sd" in df:
+            row["median_mc_sd"] = float(np.nanmedian(df["mc_sd"]))
+        rows.append(row)
+    if not rows:
+        raise DataError("--records", "no records")
+    out = pd.DataFrame(rows).sort_values("noise_level").reset_index(drop=True)
+    io.write_csv(out, args.output)
+    if args.figure:
+        fig_noise(out, recs, args.figure)
+    print(out.to_string(index=False))
+    return 0

@@ -1,0 +1,200 @@
+"""Fitting iPro-NC: one seed at a time, full-batch or mini-batch, with validation.
+
+Adam with two parameter groups: the network weights carry weight decay, the
+calibration distributions (theta-hat means and sds) do not (paper §3.2).  The
+validation loss (same loss, validation rows, a fixed noise draw) is computed every
+``val_every`` epochs; ``restore_best`` returns the state with the lowest one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from simcalib.errors import ConfigError
+from simcalib.multisource.loss import ipronc_loss
+from simcalib.multisource.model import IProNC
+from simcalib.multisource.problem import ProblemSpec
+from simcalib.multisource.tensors import Batch, Scaling, make_batch, slot_mask, to_rows
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FitSettings:
+    epochs: int = 4000
+    lr: float = 1e-2
+    lr_theta: float | None = None
+    weight_decay: float = 1e-3
+    batch_size: int | None = None
+    beta_is: float = 0.1
+    beta_kl: float = 0.1
+    sigma_p: float = 0.2
+    kl: str = "paper"
+    phi: float = 0.05
+    theta_sd_init: float = 0.2
+    block0: list[int] = field(default_factory=lambda: [5])
+    block1: list[int] = field(default_factory=lambda: [5])
+    block2: list[int] = field(default_factory=lambda: [5])
+    block3: list[int] = field(default_factory=lambda: [16, 32, 16, 8])
+    latent: int = 2
+    activation: str = "tanh"
+    sd_floor: float = 1e-3
+    val_every: int = 50
+    restore_best: bool = False
+    log_every: int = 500
+    n_seeds: int = 3
+    n_posterior: int = 2000
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None, where: str = "fit") -> FitSettings:
+        d = dict(d or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        extra = sorted(set(d) - known)
+        if extra:
+            raise ConfigError(f"{where}.{extra[0]}", f"unknown key(s) {extra}; "
+                                                     f"allowed {sorted(known)}")
+        s = cls(**d)
+        for key in ("epochs", "n_seeds", "latent", "n_posterior", "val_every", "log_every"):
+            if int(getattr(s, key)) < 1:
+                raise ConfigError(f"{where}.{key}", "must be >= 1")
+        for key in ("lr", "sigma_p", "theta_sd_init", "phi", "sd_floor"):
+            if not float(getattr(s, key)) > 0:
+                raise ConfigError(f"{where}.{key}", "must be > 0")
+        if s.kl not in ("paper", "gaussian"):
+            raise ConfigError(f"{where}.kl", f"{s.kl!r} is not one of ['paper', 'gaussian']")
+        if s.batch_size is not None and s.batch_size < 1:
+            s.batch_size = None
+        return s
+
+
+@dataclass
+class FitResult:
+    model: IProNC
+    scaling: Scaling
+    spec: ProblemSpec
+    seed: int
+    seconds: float
+    history: list[dict[str, float]]
+    best_epoch: int
+    cpu_seconds: float = float("nan")
+
+
+def build_model(train: pd.DataFrame, spec: ProblemSpec, scaling: Scaling, st: FitSettings,
+                fixed: dict[str, dict[str, float]] | None = None) -> IProNC:
+    """Model with calibration distributions initialised at each source's data mean and
+    clamped into its training range (all in the scaled parameter space)."""
+    mask = slot_mask(spec)
+    S, K = mask.shape
+    lo, hi, init = np.zeros((S, K)), np.zeros((S, K)), np.zeros((S, K))
+    fmask, fval = np.zeros((S, K), bool), np.full((S, K), np.nan)
+    names = spec.theta_names
+    for i, s in enumerate(spec.sources):
+        if s.hf:
+            continue
+        rows = train[train["source"] == s.name]
+        th = scaling.theta_to_scaled(rows[names].to_numpy(float))
+        for t in s.theta:
+            k = names.index(t)
+            col = th[:, k][np.isfinite(th[:, k])]
+            lo[i, k], hi[i, k], init[i, k] = col.min(), col.max(), col.mean()
+        for t, v in (fixed or {}).get(s.name, {}).items():
+            if t not in s.theta:
+                raise ConfigError(f"fixed.{s.name}.{t}",
+                                  f"source '{s.name}' has no parameter '{t}' ({s.theta})")
+            k = names.index(t)
+            fmask[i, k] = True
+            raw = np.zeros(K)
+            raw[k] = float(v)
+            fval[i, k] = scaling.theta_to_scaled(raw)[k]
+    return IProNC(n_sources=S, n_x=len(spec.x), n_cat=max(1, len(scaling.cat_levels)),
+                  n_y=len(spec.y_cols), slot_mask=mask, lo=lo, hi=hi, theta_init=init,
+                  sd_init=st.theta_sd_init, fixed_mask=fmask, fixed_value=fval,
+                  block0=st.block0, block1=st.block1, block2=st.block2, block3=st.block3,
+                  latent=st.latent, activation=st.activation, sd_floor=st.sd_floor)
+
+
+def batch_loss(model: IProNC, batch: Batch, eps: torch.Tensor, st: FitSettings
+               ) -> dict[str, torch.Tensor]:
+    mu, sd = model(batch, eps)
+    learned = model.learned_mask()
+    return ipronc_loss(batch.y, mu, sd, batch.w, batch.is_cal, model.theta_sd()[learned],
+                       beta_is=st.beta_is, beta_kl=st.beta_kl, sigma_p=st.sigma_p,
+                       phi=st.phi, kl_form=st.kl)
+
+
+def fit_one(train: pd.DataFrame, val: pd.DataFrame | None, spec: ProblemSpec,
+            st: FitSettings, seed: int, fixed: dict[str, dict[str, float]] | None = None,
+            label: str = "") -> FitResult:
+    """Train one network from ``seed`` (an int from :func:`simcalib.seeds.int_seed`)."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    if not spec.sources[0].hf:
+        spec = spec.subset([s.name for s in spec.sources])     # puts HF first
+    scaling = Scaling.fit(train, spec)
+    model = build_model(train, spec, scaling, st, fixed)
+    S = len(spec.sources)
+    lf_index = [i for i, s in enumerate(spec.sources) if not s.hf]
+    rows = to_rows(train, spec, scaling)
+    full = make_batch(rows, S, lf_index)
+    vbatch = veps = None
+    if val is not None and len(val):
+        vbatch = make_batch(to_rows(val, spec, scaling), S, lf_index)
+        veps = torch.randn(vbatch.theta.shape, generator=torch.Generator().manual_seed(seed + 2))
+    opt = torch.optim.Adam([
+        {"params": model.network_parameters(), "weight_decay": st.weight_decay},
+        {"params": model.calibration_parameters(), "weight_decay": 0.0,
+         "lr": st.lr_theta or st.lr},
+    ], lr=st.lr)
+    history: list[dict[str, float]] = []
+    best = (float("inf"), 0, None)
+    n = len(rows)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for epoch in range(1, st.epochs + 1):
+        model.train()
+        if st.batch_size is None or st.batch_size >= n:
+            batches = [full]
+        else:
+            perm = torch.randperm(n, generator=gen)
+            batches = [make_batch(rows.take(perm[i:i + st.batch_size]), S, lf_index)
+                       for i in range(0, n, st.batch_size)]
+        for b in batches:
+            eps = torch.randn(b.theta.shape, generator=gen)
+            terms = batch_loss(model, b, eps, st)
+            opt.zero_grad(set_to_none=True)
+            terms["total"].backward()
+            opt.step()
+        if not torch.isfinite(terms["total"]):
+            raise FloatingPointError(f"{label}: loss is not finite at epoch {epoch}")
+        if epoch % st.val_every == 0 or epoch == st.epochs:
+            rec = {"epoch": epoch, **{f"train_{k}": float(v.detach()) for k, v in terms.items()}}
+            if vbatch is not None:
+                model.eval()
+                with torch.no_grad():
+                    vt = batch_loss(model, vbatch, veps, st)
+                rec.update({f"val_{k}": float(v) for k, v in vt.items()})
+                if rec["val_total"] < best[0]:
+                    state = ({k: v.clone() for k, v in model.state_dict().items()}
+                             if st.restore_best else None)
+                    best = (rec["val_total"], epoch, state)
+            history.append(rec)
+        if epoch % st.log_every == 0 or epoch == st.epochs:
+            log.info("%s epoch %d/%d loss %.4f%s", label, epoch, st.epochs,
+                     float(terms["total"].detach()),
+                     f" val {history[-1]['val_total']:.4f}" if vbatch is not None
+                     and history and history[-1]["epoch"] == epoch else "")
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    best_epoch = best[1] or st.epochs
+    if st.restore_best and best[2] is not None:
+        model.load_state_dict(best[2])
+    else:
+        best_epoch = st.epochs
+    model.eval()
+    return FitResult(model, scaling, spec, seed, seconds, history, best_epoch, cpu)

@@ -1,0 +1,275 @@
+"""Calibration strategies (simcalib.strategies) on Rosenbrock with tiny budgets.
+
+The metamodel and OP solver are small stand-ins here (a biased copy of the true
+function and a dense random search), so these tests check the strategies' logic
+(budgets, boxes, choices, records, summaries) independently of training and MILPs;
+the end-to-end path with the real metamodel and MILP is in test_strategies_cli.py.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simcalib import strategies as st
+from simcalib.errors import ConfigError, DataError
+from simcalib.simulate import simulate_rows
+from simcalib.simulators.rosenbrock import rosenbrock
+from simcalib.study import Study
+
+SEED = 11
+
+ROSEN = {
+    "simulator": {"type": "rosenbrock", "options": {}},
+    "parameters": {"x": {"lower": "a - 1", "upper": "a + 1"},
+                   "y": {"lower": "a**2 - 5", "upper": "a**2 + 5"}},
+    "contexts": {"a": {"values": [5, 10]}, "b": {"values": [10, 20]}},
+    "constraints": [],
+}
+
+
+class FakeMM:
+    """Stand-in metamodel: Rosenbrock plus a smooth bias (an imperfect surrogate)."""
+
+    input_names = ["x", "y", "a", "b"]
+    output_names = ["f"]
+
+    def __init__(self, bias: float = 0.3) -> None:
+        self.bias = bias
+        self.y_mean = np.array([300.0])
+        self.y_std = np.array([500.0])
+        self.x_mean = np.zeros(4)
+        self.x_std = np.ones(4)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        x, y, a, b = X.T
+        f = rosenbrock(x, y, a, b)
+        return (f * (1 + 0.05 * np.sin(x)) + self.bias * 100 * (x - a))[:, None]
+
+
+def fake_optimize(mm, space, target, context, solver, box=None, weights=None,
+                  warm_start=None, seed=0):
+    """Stand-in OP: the best of 4000 metamodel evaluations in the box."""
+    r = np.random.default_rng(seed)
+    df = space.sample_tunables(4000, r, "uniform", context, box)
+    X = df[space.input_names].to_numpy(dtype=float)
+    z = np.array([target[o] for o in mm.output_names])
+    pe = (np.abs(mm.predict(X) - z) / mm.y_std).sum(axis=1)
+    i = int(np.argmin(pe))
+    return SimpleNamespace(x=df[space.tunable_names].to_numpy()[i], predicted=mm.predict(X[i]),
+                           objective=float(pe[i]), status="optimal")
+
+
+@pytest.fixture(scope="module")
+def study() -> Study:
+    return Study("rosen", ROSEN)
+
+
+@pytest.fixture(scope="module")
+def targets(study: Study) -> pd.DataFrame:
+    r = np.random.default_rng(3)
+    rows = []
+    for a, b in [(5, 10), (10, 20), (5, 20)]:
+        df = study.space.sample_tunables(1, r, "uniform", {"a": a, "b": b})
+        rows.append(df)
+    t = pd.concat(rows, ignore_index=True)[study.input_names]
+    t.insert(0, "target_id", np.arange(len(t)))
+    return simulate_rows(study, t, SEED, stream="targets", id_column="target_id")
+
+
+def run(study, targets, strategy, budget=12, proximity=0.05, **kw):
+    settings = {"budget": budget, "proximity": proximity, **kw.pop("settings", {})}
+    return st.calibrate(study, FakeMM(), targets, strategy, settings, {}, SEED,
+                        optimize_fn=fake_optimize, **kw)
+
+
+def actual_error(study, mm, target_row, x):
+    rows = pd.DataFrame([dict(zip(study.space.tunable_names, x, strict=True))])
+    for c in study.space.context_names:
+        rows[c] = target_row[c]
+    rows.insert(0, "run_id", [0])
+    out = simulate_rows(study, rows, SEED, stream="check")
+    return float(np.abs(out["f"].iloc[0] - target_row["f"]) / mm.y_std[0])
+
+
+@pytest.mark.parametrize("strategy", st.STRATEGIES)
+def test_budget_respected_and_records(study, targets, strategy):
+    rec, runs = run(study, targets, strategy, budget=10)
+    expect = 1 if strategy == "op" else 10
+    assert (rec["runs"] == expect).all()
+    assert runs.groupby("target_id").size().eq(expect).all()
+    for col in ("error", "predicted_error", "distance", "x_x", "x_y", "true_x", "seconds",
+                "failed_runs", "status"):
+        assert col in rec
+    assert rec["error"].notna().all() and (rec["status"] == "ok").all()
+    # the chosen point's recorded error is the one of a logged run at that point
+    for _, r in rec.iterrows():
+        ok = runs[(runs.target_id == r.target_id) & np.isclose(runs.x, r.x_x)
+                  & np.isclose(runs.y, r.x_y)]
+        assert np.isclose(ok["error"].min(), r.error)
+
+
+@pytest.mark.parametrize("strategy", st.STRATEGIES)
+def test_better_than_starting_anchor(study, targets, strategy):
+    """Each strategy ends at least as good as where it started: its anchor's actual
+    error (OP point, RS best, first sample/trial); OP itself beats a random point on
+    the metamodel's predicted error, the quantity it optimises."""
+    mm = FakeMM()
+    rec, _ = run(study, targets, strategy, budget=12)
+    for _, r in rec.iterrows():
+        t = targets.set_index("target_id").loc[r.target_id]
+        anchor = np.array([r.anchor_x, r.anchor_y])
+        if strategy == "op":
+            rnd = study.space.sample_tunables(50, np.random.default_rng(1), "uniform",
+                                              {"a": t.a, "b": t.b})
+            X = rnd[study.input_names].to_numpy()
+            pe = np.abs(mm.predict(X)[:, 0] - t.f) / mm.y_std[0]
+            assert r.predicted_error <= np.median(pe)
+        elif strategy == "stp":
+            assert r.predicted_error <= r.anchor_predicted_error + 1e-12
+        else:
+            assert r.error <= actual_error(study, mm, t, anchor) + 1e-12
+
+
+def test_strategies_beat_op_on_average(study, targets):
+    errs = {s: run(study, targets, s, budget=16)[0]["error"].mean()
+            for s in ("op", "pts", "adaptive")}
+    assert errs["pts"] <= errs["op"]
+    assert errs["adaptive"] <= errs["op"]
+
+
+def test_pts_full_box_is_rs(study, targets):
+    """PtS with R = 1 samples the whole box, i.e. it is RS (same random stream)."""
+    rs, _ = run(study, targets, "rs", budget=8)
+    pts, _ = run(study, targets, "pts", budget=8, proximity=1.0, stream="rs")
+    np.testing.assert_allclose(pts["error"], rs["error"])
+    np.testing.assert_allclose(pts[["x_x", "x_y"]], rs[["x_x", "x_y"]])
+
+
+def test_pts_tiny_box_is_op(study, targets):
+    """PtS with R -> 0 runs only (numerically) the OP point."""
+    op, _ = run(study, targets, "op", budget=8)
+    pts, _ = run(study, targets, "pts", budget=8, proximity=1e-9)
+    np.testing.assert_allclose(pts[["x_x", "x_y"]], op[["x_x", "x_y"]], atol=1e-6)
+    np.testing.assert_allclose(pts["error"], op["error"], rtol=1e-5, atol=1e-9)
+
+
+def test_summary_matches_records(study, targets):
+    recs = {s: run(study, targets, s, budget=8)[0] for s in st.STRATEGIES}
+    summ = st.summarize(recs)
+    assert list(summ["strategy"]) == list(st.STRATEGIES)
+    for col in ("strategy", "median_error", "mean_error", "reduction_vs_rs", "runs"):
+        assert col in summ
+    for _, row in summ.iterrows():
+        df = recs[row.strategy]
+        assert np.isclose(row.median_error, df["error"].median())
+        assert np.isclose(row.mean_error, df["error"].mean())
+        assert np.isclose(row.runs, df["runs"].mean())
+        assert np.isclose(row.reduction_vs_rs,
+                          1 - df["error"].mean() / recs["rs"]["error"].mean())
+    assert summ.set_index("strategy").loc["rs", "reduction_vs_rs"] == 0
+
+
+def test_deterministic(study, targets):
+    a, _ = run(study, targets, "blackbox", budget=6)
+    b, _ = run(study, targets, "blackbox", budget=6)
+    pd.testing.assert_frame_equal(a.drop(columns=["seconds", "sim_seconds", "op_seconds"]),
+                                  b.drop(columns=["seconds", "sim_seconds", "op_seconds"]))
+
+
+def test_anchors_reused(study, targets):
+    anchors = st.compute_anchors(study, FakeMM(), targets, {}, SEED, fake_optimize)
+    calls = []
+
+    def counting(*a, **k):
+        calls.append(k.get("box"))
+        return fake_optimize(*a, **k)
+
+    rec, _ = st.calibrate(study, FakeMM(), targets, "pts", {"budget": 4}, {}, SEED,
+                          optimize_fn=counting, anchors=anchors)
+    assert calls == []
+    np.testing.assert_allclose(rec[["anchor_x", "anchor_y"]].to_numpy(),
+                               anchors[["x_x", "x_y"]].to_numpy())
+
+
+def test_failed_runs_count_against_budget(study, targets, monkeypatch):
+    real = study.simulator.run
+
+    def flaky(inputs, seeds, threads=1):
+        res = real(inputs, seeds, threads)
+        res.loc[res.index[::2], "status"] = "error"
+        res.loc[res.index[::2], "f"] = np.nan
+        return res
+
+    s2 = Study("rosen", ROSEN)
+    monkeypatch.setattr(s2.simulator, "run", flaky)
+    rec, runs = st.calibrate(s2, FakeMM(), targets, "rs", {"budget": 6}, {}, SEED,
+                             optimize_fn=fake_optimize)
+    assert (rec["runs"] == 6).all()
+    assert (rec["failed_runs"] == 3).all()
+    assert (runs["status"] == "error").sum() == 9
+    assert np.isfinite(rec["error"]).all()
+
+
+def test_all_runs_failed_is_recorded(study, targets, monkeypatch):
+    s2 = Study("rosen", ROSEN)
+    real = s2.simulator.run
+
+    def broken(inputs, seeds, threads=1):
+        res = real(inputs, seeds, threads)
+        res["status"] = "timeout"
+        return res
+
+    monkeypatch.setattr(s2.simulator, "run", broken)
+    rec, _ = st.calibrate(s2, FakeMM(), targets, "pts", {"budget": 3}, {}, SEED,
+                          optimize_fn=fake_optimize)
+    assert (rec["status"] == "all_runs_failed").all()
+    assert rec["error"].isna().all()
+    summ = st.summarize({"pts": rec})
+    assert summ["failed_targets"].iloc[0] == len(rec)
+
+
+@pytest.mark.parametrize("strategy,budget", [("stp", 1), ("adaptive", 3), ("rs", 0)])
+def test_budget_too_small(study, targets, strategy, budget):
+    with pytest.raises(ConfigError, match="budget"):
+        run(study, targets, strategy, budget=budget)
+
+
+@pytest.mark.parametrize("prox", [0.0, -0.1, 1.5])
+def test_bad_proximity(study, targets, prox):
+    with pytest.raises(ConfigError, match="proximity"):
+        run(study, targets, "pts", proximity=prox)
+
+
+def test_target_file_must_match_metamodel(study, targets):
+    with pytest.raises(DataError, match="does not match the metamodel"):
+        run(study, targets.rename(columns={"f": "g"}), "rs")
+    bad = FakeMM()
+    bad.output_names = ["g"]
+    with pytest.raises(DataError, match="outputs"):
+        st.calibrate(study, bad, targets, "rs", {"budget": 2}, {}, SEED,
+                     optimize_fn=fake_optimize)
+
+
+def test_failed_target_recorded(study, targets):
+    t = targets.copy()
+    t.loc[0, "status"] = "error"
+    rec, runs = run(study, t, "rs", budget=3)
+    assert rec.loc[0, "status"] == "target_failed" and rec.loc[0, "runs"] == 0
+    assert len(rec) == len(t)
+
+
+def test_round_sizes():
+    assert st.round_sizes(10, 4) == [3, 3, 2, 2]
+    assert sum(st.round_sizes(100, 7)) == 100
+
+
+def test_sweep_summary(study, targets):
+    recs = {r: run(study, targets, "pts", budget=5, proximity=r)[0] for r in (0.01, 0.1, 1.0)}
+    sw = st.sweep_summary(recs)
+    assert list(sw["proximity"]) == [0.01, 0.1, 1.0]
+    assert sw["best"].sum() == 1
