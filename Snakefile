@@ -19,6 +19,9 @@ conda: "envs/simcalib.yaml"
 validate_config(config)
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/metamodel.smk"

@@ -82,3 +82,16 @@ def test_proximity_change_does_not_retrain(workflow_dir: Path, tmp_path: Path) -
     assert jobs.get("calibrate", 0) >= 1, jobs
     for rule in ("train", "simulate_chunk", "design", "optimize"):
         assert rule not in jobs, f"{rule} would rerun: {jobs}"
+
+
+def test_summary_and_html_report(workflow_dir: Path) -> None:
+    summary = (workflow_dir / "results" / "report" / "summary.md").read_text()
+    assert "Paper 1" in summary and "Paper 2" in summary and "Paper 3" in summary
+    assert "Runtime" in summary
+    runtime = pd.read_csv(workflow_dir / "results" / "report" / "runtime.csv")
+    assert runtime["jobs"].sum() > 10 and (runtime["wall_s_total"] > 0).all()
+    out = workflow_dir / "report.html"
+    run_snakemake(workflow_dir, "--report", str(out))
+    html = out.read_text(errors="replace")
+    for category in ("Paper 1", "Paper 2", "Paper 3"):
+        assert category in html, category

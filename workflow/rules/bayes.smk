@@ -121,9 +121,9 @@ rule bayes_table:
         metrics=BAYES_DIR + "/metrics.csv",
         output_metrics=BAYES_DIR + "/output_metrics.csv",
     output:
-        params=BAYES_DIR + "/table_params.csv",
+        params=figure(BAYES_DIR + "/table_params.csv", "bayes_table", "Paper 3", "{setting}"),
         params_md=BAYES_DIR + "/table_params.md",
-        output=BAYES_DIR + "/table_output.csv",
+        output=figure(BAYES_DIR + "/table_output.csv", "bayes_table", "Paper 3", "{setting}"),
         output_md=BAYES_DIR + "/table_output.md",
     log:
         "results/logs/bayes/{setting}/table.log",
@@ -151,9 +151,11 @@ rule bayes_plot:
         posterior=expand(BAYES_DIR + "/{method}/rep{{rep}}/posterior.nc",
                          method=BAYES_METHODS, allow_missing=True),
     output:
-        uq=BAYES_DIR + "/figures/output_uq_rep{rep}.png",
+        uq=figure(BAYES_DIR + "/figures/output_uq_rep{rep}.png", "bayes_uq", "Paper 3",
+                  "{setting}"),
         uq_csv=BAYES_DIR + "/figures/output_uq_rep{rep}.csv",
-        marginals=BAYES_DIR + "/figures/marginals_rep{rep}.png",
+        marginals=figure(BAYES_DIR + "/figures/marginals_rep{rep}.png", "bayes_marginals",
+                         "Paper 3", "{setting}"),
         marginals_csv=BAYES_DIR + "/figures/marginals_rep{rep}.csv",
     log:
         "results/logs/bayes/{setting}/plot_rep{rep}.log",

@@ -27,3 +27,12 @@ def study_params(*keys):
         return as_json({k: cfg[k] for k in keys if k in cfg})
 
     return fn
+
+
+def figure(path, caption, category, subcategory=None):
+    """Register an output in the HTML report (`snakemake --report`), with a caption
+    from workflow/report/<caption>.rst and a category (Paper 1 / 2 / 3)."""
+    kwargs = {"category": category}
+    if subcategory:
+        kwargs["subcategory"] = subcategory
+    return report(path, caption=f"../report/{caption}.rst", **kwargs)

@@ -20,6 +20,14 @@ wildcard_constraints:
     ms_scenario="[A-Za-z0-9][A-Za-z0-9_]*",
 
 
+def ms_report_file(case, name):
+    """Figures and tables of a case, registered in the HTML report (Paper 2)."""
+    path = f"results/multisource/{case}/{name}"
+    if name.endswith(".png") or name.startswith(("fig", "table", "rrmse", "theta")):
+        return figure(path, "multisource", "Paper 2", case)
+    return path
+
+
 localrules:
     ms_report_analytic,
     ms_report_hardening,
@@ -157,7 +165,7 @@ rule ms_report_analytic:
         mse="results/multisource/analytic/theta_mse.csv",
         lsq="results/multisource/analytic/baseline_lsq.csv",
     output:
-        [f"results/multisource/analytic/{f}" for f in MS_AN_REPORT],
+        [ms_report_file("analytic", f) for f in MS_AN_REPORT],
     params:
         fits=lambda w: expand("results/multisource/analytic/{s}", s=MS["analytic"]["scenarios"]),
     log:
@@ -181,7 +189,7 @@ rule ms_report_hardening:
         mse="results/multisource/hardening/theta_mse.csv",
         lsq="results/multisource/hardening/baseline_lsq.csv",
     output:
-        [f"results/multisource/hardening/{f}" for f in MS_HD_REPORT],
+        [ms_report_file("hardening", f) for f in MS_HD_REPORT],
     params:
         fits=lambda w: expand("results/multisource/hardening/{st}/{s}", st=MS_HD_STEPS,
                               s=MS["hardening"]["scenarios"]),
