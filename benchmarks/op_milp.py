@@ -14,7 +14,7 @@ summary table.  Run from the repository root after
 ``snakemake --cores 2 results/epidemic/dataset.csv``.
 
     python benchmarks/op_milp.py            # 7 nets x 20 targets, 60 s limit
-    python benchmarks/op_milp.py --quick    # 2x16 and 2x32 x 5 targets, 30 s limit
+    python benchmarks/op_milp.py --quick    # 2x16 and 2x32 x 5 targets, 10 s limit
 
 Nets: the issue's 2x32, 2x64, 3x64, 2x128, 1x256, plus 2x16 (the epidemic default)
 and 1x32.
@@ -81,13 +81,13 @@ def get_metamodel(study, name: str, hidden: list[int], df: pd.DataFrame, seed: i
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help="nets 2x16 and 2x32, 5 targets, 30 s limit")
+                    help="nets 2x16 and 2x32, 5 targets, 10 s limit")
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--study", default="epidemic")
     ap.add_argument("--nets", nargs="*", help=f"subset of {list(NETS)}")
     ap.add_argument("--backends", nargs="*", help="subset of highs gurobi-plain gurobi")
     ap.add_argument("--targets", type=int, help="targets per net (default 20, quick 5)")
-    ap.add_argument("--time-limit", type=float, help="seconds per solve (default 60, quick 30)")
+    ap.add_argument("--time-limit", type=float, help="seconds per solve (default 60, quick 10)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--samples", type=int, default=100_000, help="random-sampling baseline size")
     ap.add_argument("--starts", type=int, default=20, help="multi-start L-BFGS starts")
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     study = get_study(config, args.study)
     nets = args.nets or (list(QUICK_NETS) if args.quick else list(NETS))
     n_targets = args.targets or (5 if args.quick else 20)
-    tl = args.time_limit or (30.0 if args.quick else 60.0)
+    tl = args.time_limit or (10.0 if args.quick else 60.0)
     bks = backends(tl, args.threads)
     chosen = args.backends or list(bks)
     data_path = Path(f"results/{study.name}/dataset.csv")

@@ -141,7 +141,8 @@ def _import_checks() -> None:
 
 # Modules that register @semantic_check functions.
 CHECK_MODULES: list[str] = ["simcalib.study", "simcalib.strategies",
-                             "simcalib.multisource.checks", "simcalib.bayes.checks"]
+                             "simcalib.multisource.checks", "simcalib.bayes.checks",
+                             "simcalib.metamodel"]
 
 
 def load_config(path: str | Path, schema_dir: str | Path | None = None) -> dict[str, Any]:

@@ -14,9 +14,10 @@ wildcard_constraints:
 
 
 def as_json(obj):
-    """A config sub-dict as compact, key-sorted JSON for `params:` (so a change in
-    exactly these values, and no others, makes Snakemake rerun the rule)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    """A config sub-dict as compact JSON for `params:` (so a change in exactly these
+    values, and no others, makes Snakemake rerun the rule).  Keys keep the config's
+    order: the order of parameters and outputs is meaningful (column order)."""
+    return json.dumps(obj, separators=(",", ":"))
 
 
 def study_params(*keys):
