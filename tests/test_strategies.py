@@ -273,3 +273,13 @@ def test_sweep_summary(study, targets):
     sw = st.sweep_summary(recs)
     assert list(sw["proximity"]) == [0.01, 0.1, 1.0]
     assert sw["best"].sum() == 1
+
+
+def test_rescore_outside_budget(study, targets):
+    """Re-scoring runs are extra (budget unchanged); on a deterministic simulator the
+    re-scored error equals the chosen run's error."""
+    rec, runs = run(study, targets, "pts", budget=5, settings={"rescore": 3})
+    assert (rec["runs"] == 5).all() and len(runs) == 5 * len(rec)
+    np.testing.assert_allclose(rec["rescored_error"], rec["error"], rtol=1e-9, atol=1e-12)
+    summ = st.summarize({"pts": rec})
+    assert np.isclose(summ["mean_rescored_error"].iloc[0], rec["rescored_error"].mean())
