@@ -3,8 +3,6 @@
 # the sweep); every job's params hold only the keys it reads, so changing a proximity
 # value reruns only the jobs that use it and never retrains the metamodel.
 
-import os
-
 CAL_STRATEGIES = ("rs", "op", "stp", "pts", "adaptive", "blackbox")
 # study keys a calibration job needs to rebuild the study's space and simulator
 CAL_STUDY_KEYS = ("simulator", "parameters", "contexts", "constraints", "outputs")
@@ -239,8 +237,10 @@ rule calibration_summary:
     input:
         lambda w: [f"results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)],
     output:
-        summary="results/{study}/calibration/summary.csv",
-        figure="results/{study}/calibration/strategies.png",
+        summary=figure("results/{study}/calibration/summary.csv", "cal_summary", "Paper 1",
+                       "{study}"),
+        figure=figure("results/{study}/calibration/strategies.png", "cal_strategies",
+                      "Paper 1", "{study}"),
     params:
         pairs=lambda w: " ".join(
             f"{s}=results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)
@@ -262,8 +262,10 @@ rule calibration_rs_vs_op:
         rs="results/{study}/calibration/rs.csv",
         op="results/{study}/calibration/op.csv",
     output:
-        table="results/{study}/calibration/rs_vs_op.csv",
-        figure="results/{study}/calibration/rs_vs_op.png",
+        table=figure("results/{study}/calibration/rs_vs_op.csv", "cal_rs_vs_op", "Paper 1",
+                     "{study}"),
+        figure=figure("results/{study}/calibration/rs_vs_op.png", "cal_rs_vs_op", "Paper 1",
+                      "{study}"),
     log:
         "results/logs/{study}/calibration_rs_vs_op.log",
     benchmark:
@@ -286,8 +288,10 @@ rule calibration_sweep:
             f"results/{w.study}/calibration/sweep/pts_R{r}.csv" for r in sweep_values(w.study)
         ],
     output:
-        table="results/{study}/calibration/sweep.csv",
-        figure="results/{study}/calibration/sweep.png",
+        table=figure("results/{study}/calibration/sweep.csv", "cal_sweep", "Paper 1",
+                     "{study}"),
+        figure=figure("results/{study}/calibration/sweep.png", "cal_sweep", "Paper 1",
+                      "{study}"),
     params:
         pairs=lambda w: " ".join(
             f"{r}=results/{w.study}/calibration/sweep/pts_R{r}.csv" for r in sweep_values(w.study)
@@ -309,8 +313,10 @@ rule calibration_contexts:
         ins="results/{study}/calibration/{strategy}.csv",
         oos="results/{study}/calibration/targets_{which}/{strategy}.csv",
     output:
-        table="results/{study}/calibration/contexts_{which}_{strategy}.csv",
-        figure="results/{study}/calibration/contexts_{which}_{strategy}.png",
+        table=figure("results/{study}/calibration/contexts_{which}_{strategy}.csv",
+                     "cal_contexts", "Paper 1", "{study}"),
+        figure=figure("results/{study}/calibration/contexts_{which}_{strategy}.png",
+                      "cal_contexts", "Paper 1", "{study}"),
     log:
         "results/logs/{study}/calibration_contexts_{which}_{strategy}.log",
     benchmark:
@@ -338,8 +344,10 @@ rule calibration_noise:
     input:
         lambda w: list(noise_pairs(w.study).values()),
     output:
-        table="results/{study}/calibration/noise.csv",
-        figure="results/{study}/calibration/noise.png",
+        table=figure("results/{study}/calibration/noise.csv", "cal_noise", "Paper 1",
+                     "{study}"),
+        figure=figure("results/{study}/calibration/noise.png", "cal_noise", "Paper 1",
+                      "{study}"),
     params:
         pairs=lambda w: " ".join(f"{k}={v}" for k, v in noise_pairs(w.study).items()),
     log:
@@ -354,9 +362,7 @@ rule calibration_noise:
         "--figure {output.figure} > {log} 2>&1"
 
 
-# the metamodel stage (workflow/rules/metamodel.smk) produces the metamodels these
-# jobs read; without it, the calibration targets are left out of `all`
-for _s in cal_studies() if os.path.exists("workflow/rules/metamodel.smk") else []:
+for _s in cal_studies():
     _cal = config["studies"][_s]["calibration"]
     ALL_TARGETS += [f"results/{_s}/calibration/summary.csv"] + cal_summary_figs(_s)
     if _cal["sweep"]:
