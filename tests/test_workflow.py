@@ -59,7 +59,8 @@ def _changed_config(tmp: Path, edit) -> Path:  # noqa: ANN001
     cfg = copy.deepcopy(yaml.safe_load(TINY.read_text()))
     edit(cfg)
     path = tmp / "changed.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    # keep the key order: parameters' order is meaningful and part of the params
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
 
