@@ -16,11 +16,11 @@ from simcalib.errors import SimcalibError
 
 # One module per workflow stage; each defines register(subparsers).
 VERB_MODULES: list[str] = [
-    "simcalib.commands.calibrate",
-    "simcalib.commands.bayes",
     "simcalib.commands.simulate",
     "simcalib.commands.metamodel",
+    "simcalib.commands.calibrate",
     "simcalib.commands.multisource",
+    "simcalib.commands.bayes",
     "simcalib.commands.report",
 ]
 
