@@ -45,14 +45,18 @@ def load_params(text: str) -> dict[str, Any]:
     return value
 
 
-def add_study_args(p: argparse.ArgumentParser) -> None:
+def add_study_args(p: argparse.ArgumentParser,
+                   params_help: str = "the study's settings as JSON (or @FILE)",
+                   study_help: str = "study name (a key of 'studies')") -> None:
     """``--study NAME`` plus the study's settings, either as ``--params`` (what the
     workflow passes: only the keys this step uses) or ``--config FILE`` (the whole
-    config, validated; handy when running a step by hand)."""
-    p.add_argument("--study", required=True, help="study name (a key of 'studies')")
+    config, validated; handy when running a step by hand), and ``--seed`` (optional
+    with ``--config``, whose seed :func:`seed_from_args` then uses)."""
+    p.add_argument("--study", required=True, help=study_help)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--params", help="the study's settings as JSON (or @FILE)")
+    src.add_argument("--params", help=params_help)
     src.add_argument("--config", help="a whole config file; the study is taken from it")
+    p.add_argument("--seed", type=int, help="top-level seed (default: from --config)")
 
 
 def study_from_args(args: argparse.Namespace) -> Any:

@@ -40,7 +40,6 @@ def _pairs(items: list[str], what: str) -> list[tuple[str, str]]:
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     add_study_args(p)
-    p.add_argument("--seed", type=int, help="top-level seed (default: from --config)")
     p.add_argument("--solver", default="{}",
                    help="solver option set as JSON (or @FILE); with --config the "
                    "calibration.solver / optimize.solver set is used when this is omitted")

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from simcalib import io
-from simcalib.commands._common import load_params, seed_from_args
+from simcalib.commands._common import add_study_args, load_params, seed_from_args
 from simcalib.errors import ConfigError, DataError
 
 log = logging.getLogger("simcalib.metamodel")
@@ -23,12 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Train the ReLU metamodel (inputs and outputs standardised on "
                        "the training split, Adam, early stopping) and write model.pt + "
                        "metamodel.json (architecture, scalers, names, test R2/MAE).")
-    p.add_argument("--study", required=True, help="study name (recorded in metamodel.json)")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--params", help="JSON {metamodel: {...}, inputs: [...], outputs: [...]} "
-                     "(what the workflow passes) or @FILE")
-    src.add_argument("--config", help="a whole config file; the study is taken from it")
-    p.add_argument("--seed", type=int, help="top-level seed (default: from --config)")
+    add_study_args(p, "JSON {metamodel: {...}, inputs: [...], outputs: [...]} (what the "
+                   "workflow passes) or @FILE", "study name (recorded in metamodel.json)")
     p.add_argument("--dataset", required=True, help="dataset CSV (inputs, outputs, status)")
     p.add_argument("--outdir", required=True, help="directory for model.pt and metamodel.json")
     p.add_argument("--threads", type=int, help="torch threads (default: metamodel.threads)")
@@ -40,12 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "inputs, contexts fixed at the target's, with the MILP backend of the "
                        "named solver option set.  Writes one row per target (and per "
                        "alternative optimum when optimize.alternatives.k > 1).")
-    p.add_argument("--study", required=True)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--params", help="JSON {space: {parameters, contexts, constraints}, "
-                     "optimize: {...}, solver: {...}} or @FILE")
-    src.add_argument("--config", help="a whole config file; the study is taken from it")
-    p.add_argument("--seed", type=int, help="top-level seed (default: from --config)")
+    add_study_args(p, "JSON {space: {parameters, contexts, constraints}, optimize: {...}, "
+                   "solver: {...}} or @FILE")
     p.add_argument("--metamodel", required=True, help="directory with model.pt, metamodel.json")
     p.add_argument("--targets", required=True, help="targets CSV (inputs, outputs, status)")
     p.add_argument("--output", required=True, help="op.csv to write")

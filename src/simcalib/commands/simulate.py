@@ -12,16 +12,11 @@ from simcalib.commands._common import add_study_args, seed_from_args, study_from
 log = logging.getLogger("simcalib.simulate")
 
 
-def _seed_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, help="top-level seed (default: from --config)")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("design", help="write a study's design (run_id + input columns)",
                        description="Draw the study's design (Sobol, LHS or uniform, seeded from "
                        "the top-level seed and the study name) and write it as CSV.")
     add_study_args(p)
-    _seed_arg(p)
     p.add_argument("--output", required=True, help="design CSV to write")
     p.set_defaults(func=cmd_design)
 
@@ -30,7 +25,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "[chunk*chunk_size, (chunk+1)*chunk_size) of the design. Failed runs "
                        "become rows with a status, never a crash.")
     add_study_args(p)
-    _seed_arg(p)
     p.add_argument("--design", required=True, help="design CSV")
     p.add_argument("--chunk", type=int, required=True, help="chunk index (0-based)")
     p.add_argument("--chunk-size", type=int, help="rows per chunk (default: design.chunk_size)")
@@ -52,7 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Draw target inputs (a stream independent of the design), "
                        "simulate them, and write target_id + inputs + outputs + status.")
     add_study_args(p)
-    _seed_arg(p)
     p.add_argument("--which", default="targets",
                    help="'targets' or the name of an entry of extra_targets")
     p.add_argument("--threads", type=int, default=1)
