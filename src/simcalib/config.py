@@ -9,6 +9,7 @@ runs, with the dotted key path in the message.  The schema is split by section
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,18 +75,12 @@ def _with_defaults(base: type) -> type:
                 if isinstance(sub, dict) and "$ref" in sub and name not in instance:
                     resolved = validator._resolver.lookup(sub["$ref"]).contents
                     if "default" in resolved:
-                        instance[name] = _copy(resolved["default"])
+                        instance[name] = copy.deepcopy(resolved["default"])
                 elif isinstance(sub, dict) and "default" in sub and name not in instance:
-                    instance[name] = _copy(sub["default"])
+                    instance[name] = copy.deepcopy(sub["default"])
         yield from validate_props(validator, properties, instance, schema)
 
     return jsonschema.validators.extend(base, {"properties": set_defaults})
-
-
-def _copy(value: Any) -> Any:
-    import copy
-
-    return copy.deepcopy(value)
 
 
 def _format_error(err: jsonschema.ValidationError) -> ConfigError:
@@ -141,8 +136,7 @@ def _import_checks() -> None:
 
 # Modules that register @semantic_check functions.
 CHECK_MODULES: list[str] = ["simcalib.study", "simcalib.strategies",
-                             "simcalib.multisource.checks", "simcalib.bayes.checks",
-                             "simcalib.metamodel"]
+                             "simcalib.multisource.checks", "simcalib.bayes.checks"]
 
 
 def load_config(path: str | Path, schema_dir: str | Path | None = None) -> dict[str, Any]:

@@ -427,34 +427,7 @@ def fine_tune(mm: Metamodel, df_new: pd.DataFrame, cfg: Mapping[str, Any], seed:
 
 # ---- config checks a schema cannot express -------------------------------------------
 
-def check_config(config: Mapping[str, Any]) -> None:
-    """Split sums to 1; ``optimize.weights`` name outputs of the study.  Registered
-    as a semantic check (add ``simcalib.metamodel`` to ``config.CHECK_MODULES``)."""
-    from simcalib.study import Study
 
-    for name, cfg in (config.get("studies") or {}).items():
-        mcfg = cfg.get("metamodel") or {}
-        if not mcfg.get("enabled", False):
-            continue
-        key = f"studies.{name}"
-        split = mcfg.get("split") or DEFAULTS["split"]
-        total = sum(float(split.get(k, DEFAULTS["split"][k])) for k in ("train", "val", "test"))
-        if abs(total - 1.0) > 1e-6:
-            raise ConfigError(f"{key}.metamodel.split", f"train + val + test must be 1, got "
-                              f"{total:g}")
-        weights = (cfg.get("optimize") or {}).get("weights") or {}
-        if weights:
-            outputs = Study(name, cfg).outputs
-            unknown = sorted(set(weights) - set(outputs))
-            if unknown:
-                raise ConfigError(f"{key}.optimize.weights", f"{unknown} are not outputs of the "
-                                  f"study ({outputs})")
-
-
-def _register() -> None:
-    from simcalib.config import semantic_check
-
-    semantic_check(check_config)
-
-
-_register()
+# The config check (split sums to 1, optimize.weights name outputs) lives with the
+# other study checks, so validating a config never has to import torch.
+from simcalib.study import check_metamodel_config as check_config  # noqa: E402,F401
