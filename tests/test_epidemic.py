@@ -226,3 +226,57 @@ def test_small_population_and_options():
     assert isinstance(ep.options_from_mapping({"population": 5e5}).population, int)
     with pytest.raises(ValueError):
         simulate_batch(pd.DataFrame([BASE]), EpidemicOptions(population=10), np.zeros(1))
+
+
+# ----------------------------------------------------------------------------- expected-value mode
+def test_expected_value_mode_matches_final_size_limit():
+    """``stochastic: false`` is the mean-field recursion: without interventions its
+    final size is the final-size equation's (tighter than the stochastic check above,
+    since there is no sampling error and no minor outbreak)."""
+    o = EpidemicOptions(stochastic=False, isolation_effect=0.0)
+    s = ep._setup(o)
+    q = o.symptomatic_fraction + (1 - o.symptomatic_fraction) * o.asymptomatic_infectiousness
+    for r0 in (1.4, 2.2):
+        a = ep.transmission_rate(r0, o) * q * s.mean_inf * s.mixing * s.n_age[None, :]
+        z = optimize.fixed_point(lambda z, a=a: 1 - np.exp(-a @ z), np.full(5, 0.5))
+        expected = o.symptomatic_fraction * (z @ s.n_age) / s.n_age.sum()
+        got = simulate_one(dict(BASE, R0=r0, vaccinedosesdaily=0), o, 0)
+        assert got["symptomatic_attack_rate"] == pytest.approx(expected, rel=2e-3)
+
+
+def test_expected_value_mode_is_deterministic_and_near_the_stochastic_mean():
+    det = EpidemicOptions(stochastic=False)
+    a = simulate_one(BASE, det, 1)
+    assert a == simulate_one(BASE, det, 2)                      # the seed is ignored
+    assert a == simulate_one(BASE, EpidemicOptions(stochastic=False, replicates=5), 3)
+    mean = simulate_one(BASE, EpidemicOptions(replicates=32), 4)
+    # the mean-field run is not the stochastic mean (early extinction, nonlinearity) but
+    # close to it; the small pregnant groups carry the 32-replicate mean's own noise
+    assert a["symptomatic_attack_rate"] == pytest.approx(mean["symptomatic_attack_rate"],
+                                                         rel=0.04)
+    for k in OUTPUTS:
+        assert a[k] == pytest.approx(mean[k], rel=0.15), k
+    # continuous in a continuous input: a 1e-4 step in R0 moves the attack rate by
+    # less than 1e-3 (the stochastic model's run-to-run sd is ~100x that)
+    b = simulate_one(dict(BASE, R0=BASE["R0"] + 1e-4), det, 1)
+    assert 0 < b["symptomatic_attack_rate"] - a["symptomatic_attack_rate"] < 1e-3
+    # every input still moves it the documented way (vaccination lowers it)
+    c = simulate_one(dict(BASE, vaccinationfraction=1.0), det, 1)
+    assert c["symptomatic_attack_rate"] < a["symptomatic_attack_rate"]
+
+
+def test_expected_value_mode_through_the_simulator_registry():
+    from simcalib.errors import ConfigError
+    from simcalib.simulators import make_simulator
+
+    def study(options: dict) -> dict:
+        return {"parameters": {k: {} for k in INPUTS},
+                "simulator": {"type": "epidemic", "options": options}}
+
+    sim = make_simulator(study({"stochastic": False}), "studies.e")
+    df = pd.DataFrame([BASE, BASE])
+    res = sim.run(df, np.array([1, 2]), 1)
+    assert (res["status"] == "ok").all()
+    assert res[OUTPUTS].iloc[0].tolist() == res[OUTPUTS].iloc[1].tolist()
+    with pytest.raises(ConfigError, match="stochastic"):
+        make_simulator(study({"stochastic": "no"}), "studies.e")

@@ -88,6 +88,19 @@ The run stops when no latent or infectious person is left in any replicate, or a
 ``max_days`` days.  ``options.replicates`` replicates are simulated together
 (vectorised over a leading axis, one generator per run) and the outputs averaged.
 
+Expected-value mode (``stochastic: false``)
+-------------------------------------------
+Every draw above is replaced by its mean (Bin(n, p) -> n p, the multinomial and
+hypergeometric splits -> their proportional shares) and counts become real numbers:
+the same recursion as a deterministic, mean-field difference equation.  The seed and
+``replicates`` are then ignored and equal inputs give equal outputs, so the model is a
+*deterministic* simulator, the setting paper 1's method is built for ("outputs are
+treated as expected values and Monte Carlo variability is minimized").  Why offer it:
+with the stochastic model at 500k people the run-to-run noise of the nine outputs is
+several times the metamodel's error, and any strategy that keeps "the best of r runs"
+then mostly selects noise (docs/strategies.md).  The run stops once fewer than
+1e-6 people are latent or infectious.
+
 Outputs (symptomatic attack rates, C / N over the named group)
 --------------------------------------------------------------
 symptomatic_attack_rate (all), sar_0_4, sar_5_18, sar_19_64 (adults 19-29 and 30-64
@@ -194,6 +207,8 @@ class EpidemicOptions:
     vaccine_protection_delay: int = 14
     #: give doses to pregnant and high-risk people first
     vaccine_priority: bool = True
+    #: false: the expected-value (mean-field) recursion; deterministic, seed ignored
+    stochastic: bool = True
 
     def __post_init__(self) -> None:
         """Coerce config values (YAML lists -> tuples, integral floats such as 5e5 ->
@@ -411,9 +426,30 @@ def check_params(params: Mapping[str, Any]) -> tuple[dict[str, float], str]:
 
 
 # ----------------------------------------------------------------------------- model
+class _Expected:
+    """The draws :func:`_simulate` makes, replaced by their means (expected-value
+    mode): the same code path then runs the deterministic mean-field recursion."""
+
+    @staticmethod
+    def multinomial(n: Any, pvals: np.ndarray, size: int | None = None) -> np.ndarray:
+        pv = np.asarray(pvals, dtype=float)
+        out = np.asarray(n, dtype=float)[..., None] * pv
+        return np.broadcast_to(out, (size, *out.shape)).copy() if size is not None else out
+
+    @staticmethod
+    def binomial(n: np.ndarray, p: np.ndarray) -> np.ndarray:
+        return n * p
+
+    @staticmethod
+    def hypergeometric(ngood: np.ndarray, nbad: np.ndarray, nsample: np.ndarray) -> np.ndarray:
+        total = ngood + nbad
+        return np.where(total > 0, nsample * ngood / np.maximum(total, 1e-300), 0.0)
+
+
 def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
-              rng: np.random.Generator) -> np.ndarray:
+              rng: np.random.Generator | _Expected) -> np.ndarray:
     """Run ``o.replicates`` replicates at once; return the (replicates, 9) outputs.
+    With ``rng`` an :class:`_Expected`, one expected-value run (counts are floats).
 
     Layout (all int64): ``sus`` (R, J, 2 + T_v) holds per stratum [S, V_0..V_{T_v-1}, P];
     ``prog`` (R, 5, 3, K_E + K_I) holds the latent then infectious day cohorts by age
@@ -422,7 +458,10 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
     only; their symptom status (and whether they will be ascertained) is drawn when
     they are infected, which gives the same distribution as drawing it at onset."""
     s = _setup(o)
-    R, J = o.replicates, len(s.n)
+    det = isinstance(rng, _Expected)
+    R, J = (1 if det else o.replicates), len(s.n)
+    count = float if det else np.int64        # dtype of every count array
+    alive = 1e-6 if det else 0                # fewer latent/infectious people: stop
     KE, KI = len(s.h_lat), len(s.h_inf)
     TV = int(o.vaccine_protection_delay)
     sigma, f_asc = o.symptomatic_fraction, vals["ascertainmentfraction"]
@@ -435,7 +474,7 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
     threshold = max(1.0, o.response_threshold * o.population)
     resp_delay = int(min(vals["responsedelay"], o.max_days + 1))
     age, onehot, n = s.age, s.onehot, s.n
-    onehot_t = onehot.T.astype(np.int64)                                 # (5, J)
+    onehot_t = onehot.T.astype(count)                                    # (5, J)
     mix_t = beta * s.mixing.T
     # relative susceptibility per column of ``sus``; hazards and infectiousness of ``prog``
     sus_rel = np.ones(TV + 2)
@@ -447,12 +486,12 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
     w[2, KE:] = o.asymptomatic_infectiousness
     asc_on_day = np.zeros((R, o.max_days + d_asc + 2))  # ascertainments by day
 
-    sus = np.zeros((R, J, TV + 2), dtype=np.int64)
+    sus = np.zeros((R, J, TV + 2), dtype=count)
     sus[:, :, 0] = n
-    prog = np.zeros((R, 5, 3, KE + KI), dtype=np.int64)
+    prog = np.zeros((R, 5, 3, KE + KI), dtype=count)
     w_flat = w.ravel()
-    given = np.zeros((R, J), dtype=np.int64)   # doses given per stratum
-    cum_sym = np.zeros((R, J), dtype=np.int64)
+    given = np.zeros((R, J), dtype=count)   # doses given per stratum
+    cum_sym = np.zeros((R, J), dtype=count)
     seeds = np.minimum(rng.multinomial(o.initial_infected, s.seed_p, size=R), n)
     sus[:, :, 0] -= seeds
     new_inf = seeds
@@ -470,7 +509,7 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
         split = rng.multinomial(new_inf, split_p)                       # (R, J, 3)
         cum_sym += split[:, :, 0] + split[:, :, 1]
         prog[:, :, :, 0] = onehot_t @ split                             # (R, 5, 3)
-        if t == o.max_days or not prog.any():
+        if t == o.max_days or prog.sum() <= alive:
             break
         # --- force of infection by age from the state at the start of day t
         lam = (prog.reshape(R, 5, -1) @ w_flat) @ mix_t                 # (R, 5)
@@ -498,7 +537,7 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
         # --- vaccination during day t (skipped once every willing person has a dose)
         if campaign_left and t >= start_day.min():
             vaccinating = True
-            doses = np.where(start_day <= t, doses_day, 0).astype(np.int64)
+            doses = np.where(start_day <= t, doses_day, 0).astype(count)
             for tier in tiers:
                 rem = np.where(tier[None, :], willing[None, :] - given, 0)    # (R, J)
                 tot = rem.sum(axis=1)
@@ -520,9 +559,12 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
     return (cum_sym @ s.groups.T) / (s.groups @ s.n)[None, :]
 
 
-def _rng(seed: int | np.integer) -> np.random.Generator:
+def _rng(seed: int | np.integer, options: EpidemicOptions) -> np.random.Generator | _Expected:
     """``default_rng(seed)``; a negative int64 seed is taken modulo 2**64 (numpy rejects
-    negative seeds; non-negative seeds are used unchanged)."""
+    negative seeds; non-negative seeds are used unchanged).  Expected-value mode: the
+    means instead of a generator (the seed is ignored)."""
+    if not options.stochastic:
+        return _Expected()
     return np.random.default_rng(int(seed) % 2**64)
 
 
@@ -533,7 +575,7 @@ def simulate_one(params: Mapping[str, float], options: EpidemicOptions,
     vals, msg = check_params(params)
     if msg:
         raise ValueError(msg)
-    out = _simulate(vals, options, _rng(seed))
+    out = _simulate(vals, options, _rng(seed, options))
     return dict(zip(OUTPUTS, out.mean(axis=0).tolist(), strict=True))
 
 
@@ -556,7 +598,7 @@ def simulate_batch(inputs: pd.DataFrame, options: EpidemicOptions,
             status.append(STATUS_INVALID)
             message.append(msg)
             continue
-        out = _simulate(vals, options, _rng(seed))
+        out = _simulate(vals, options, _rng(seed, options))
         rows.append(out.mean(axis=0).tolist())
         status.append(STATUS_OK)
         message.append("")
