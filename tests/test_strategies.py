@@ -283,3 +283,17 @@ def test_rescore_outside_budget(study, targets):
     np.testing.assert_allclose(rec["rescored_error"], rec["error"], rtol=1e-9, atol=1e-12)
     summ = st.summarize({"pts": rec})
     assert np.isclose(summ["mean_rescored_error"].iloc[0], rec["rescored_error"].mean())
+
+
+def test_trust_region_edge_ignores_pinned_inputs_and_global_bounds():
+    """The adaptive region grows only when the best point is near a side of the region
+    beyond which the optimum could lie."""
+    bounds = (np.array([0.0, 0.0, 1.0]), np.array([10.0, 10.0, 5.0]))
+    box = (np.array([4.0, 0.0, 3.0]), np.array([6.0, 2.0, 3.0]))   # input 2 pinned at 3
+    # interior in the free inputs; the pinned one must not count as "at the edge"
+    assert not st.at_region_edge(np.array([5.0, 1.0, 3.0]), box, bounds)
+    # near an interior side of the box
+    assert st.at_region_edge(np.array([4.1, 1.0, 3.0]), box, bounds)
+    assert st.at_region_edge(np.array([5.0, 1.9, 3.0]), box, bounds)
+    # near a side that is the global bound: nothing lies beyond it
+    assert not st.at_region_edge(np.array([5.0, 0.1, 3.0]), box, bounds)

@@ -432,6 +432,23 @@ def _fine_tuned(p: Problem, mm: Any) -> Any:
                      epochs=int(p.settings["adaptive"]["epochs"]))
 
 
+def at_region_edge(x: np.ndarray, box: tuple[np.ndarray, np.ndarray],
+                   bounds: tuple[np.ndarray, np.ndarray], margin: float = 0.1) -> bool:
+    """Whether ``x`` lies in the outer ``margin`` of the trust region ``box`` on a side
+    the optimum could lie beyond.  A side that is the input's global bound does not
+    count (nothing lies outside it), nor does an input the box pins to one value (an
+    integer input in a small box), which would otherwise count as "at the edge" always
+    and make the region grow after every improvement."""
+    lo, hi = box
+    glo, ghi = bounds
+    free = hi > lo
+    span = np.where(free, hi - lo, 1.0)
+    u = (np.asarray(x, dtype=float) - lo) / span
+    low_side = free & (u < margin) & (lo > glo + 1e-12)
+    high_side = free & (u > 1 - margin) & (hi < ghi - 1e-12)
+    return bool(np.any(low_side | high_side))
+
+
 def strategy_adaptive(p: Problem) -> dict[str, Any]:
     """Multi-round PtS with a corrected metamodel and a trust region (see module doc)."""
     a = p.settings["adaptive"]
@@ -458,11 +475,7 @@ def strategy_adaptive(p: Problem) -> dict[str, Any]:
         if best is not None:
             # grow when the best point sits at the edge of the region (the optimum may
             # lie outside), keep it on interior progress, shrink when nothing improved
-            lo, hi = box
-            span = np.where(hi > lo, hi - lo, 1.0)
-            u = (best["x"] - lo) / span
-            at_edge = bool(np.any((u < 0.1) | (u > 0.9)))
-            if improved and at_edge:
+            if improved and at_region_edge(best["x"], box, p.bounds()):
                 radius = min(1.0, radius * float(a["grow"]))
             elif not improved:
                 radius = max(float(a["min_proximity"]), radius * float(a["shrink"]))
