@@ -233,7 +233,7 @@ def test_all_runs_failed_is_recorded(study, targets, monkeypatch):
     assert summ["failed_targets"].iloc[0] == len(rec)
 
 
-@pytest.mark.parametrize("strategy,budget", [("stp", 1), ("adaptive", 3), ("rs", 0)])
+@pytest.mark.parametrize("strategy,budget", [("stp", 1), ("adaptive", 1), ("rs", 0)])
 def test_budget_too_small(study, targets, strategy, budget):
     with pytest.raises(ConfigError, match="budget"):
         run(study, targets, strategy, budget=budget)
@@ -297,3 +297,12 @@ def test_trust_region_edge_ignores_pinned_inputs_and_global_bounds():
     assert st.at_region_edge(np.array([5.0, 1.9, 3.0]), box, bounds)
     # near a side that is the global bound: nothing lies beyond it
     assert not st.at_region_edge(np.array([5.0, 0.1, 3.0]), box, bounds)
+
+
+def test_adaptive_small_budget_gets_fewer_rounds(study, targets):
+    """Two runs a round at least: a budget of 5 with the default 6 rounds runs 2 rounds
+    and still spends exactly its budget."""
+    rec, runs = run(study, targets.head(2), "adaptive", budget=5)
+    assert (rec["runs"] == 5).all()
+    assert all(len(h.split()) == 2 for h in rec["history"])
+    assert set(runs["phase"]) == {"round0", "round1"}

@@ -57,7 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "sampling": "uniform",
     "mc_samples": 0,
     "rescore": 0,
-    "adaptive": {"rounds": 4, "grow": 2.0, "shrink": 0.5, "min_proximity": 0.001,
+    "adaptive": {"rounds": 6, "grow": 1.5, "shrink": 0.5, "min_proximity": 0.001,
                  "update": "offset", "neighbours": 10, "epochs": 20},
     "blackbox": {"n_startup_trials": 10, "multivariate": True},
 }
@@ -97,10 +97,6 @@ def check_settings(strategy: str, budget: int, proximity: float, settings: Mappi
         a = settings["adaptive"]
         if int(a["rounds"]) < 1:
             raise ConfigError(f"{key}.adaptive.rounds", "must be >= 1")
-        if budget < 2 * int(a["rounds"]) and int(a["rounds"]) > 1:
-            raise ConfigError(f"{key}.budget", f"adaptive with {a['rounds']} rounds needs a "
-                              f"budget of at least {2 * int(a['rounds'])} runs (two per "
-                              f"round), got {budget}")
         if not 0 < float(a["shrink"]) <= 1 or float(a["grow"]) < 1:
             raise ConfigError(f"{key}.adaptive", "need 0 < shrink <= 1 <= grow")
         if not 0 < float(a["min_proximity"]) <= 1:
@@ -452,7 +448,9 @@ def at_region_edge(x: np.ndarray, box: tuple[np.ndarray, np.ndarray],
 def strategy_adaptive(p: Problem) -> dict[str, Any]:
     """Multi-round PtS with a corrected metamodel and a trust region (see module doc)."""
     a = p.settings["adaptive"]
-    sizes = round_sizes(p.budget, int(a["rounds"]))
+    # two runs per round at least (the corrected OP point and one sample): a small
+    # budget gets fewer rounds than configured
+    sizes = round_sizes(p.budget, min(int(a["rounds"]), max(1, p.budget // 2)))
     radius = float(p.proximity)
     op0 = p.full_op()
     anchor = op0
