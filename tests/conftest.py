@@ -29,6 +29,18 @@ def run_snakemake(workdir: Path, *args: str, configfile: Path = TINY, check: boo
     return proc
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny networks: one torch thread is fastest (and robust on a busy machine).
+    Modules opt in with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     d = tmp_path / "wf"

@@ -17,14 +17,7 @@ from simcalib.multisource.readout import predict, rrmse
 from simcalib.multisource.tensors import Scaling, make_batch, to_rows
 from simcalib.multisource.training import FitSettings, build_model, fit_one
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny networks: one torch thread is fastest (and robust on a busy machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

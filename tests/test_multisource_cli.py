@@ -16,27 +16,25 @@ FIT = {"epochs": 6, "n_seeds": 2, "val_every": 3, "log_every": 3, "n_posterior":
        "block3": [8]}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _run(*argv: str) -> None:
     assert main(list(argv)) == 0
 
 
+def _make_data(d: Path, case: str, data: dict, seed: int) -> None:
+    """``ms-data`` into ``d`` (data.csv, spec.json, theta_mse.csv)."""
+    _run("ms-data", "--case", case, "--params", json.dumps(data), "--seed", str(seed),
+         "--data", str(d / "data.csv"), "--spec", str(d / "spec.json"),
+         "--theta-mse", str(d / "theta_mse.csv"))
+
+
 def test_analytic_verbs_end_to_end(tmp_path: Path):
     d = tmp_path / "analytic"
     data = {"n_train": {"s0": 8, "s1": 16, "s2": 12}, "val_fraction": 0.25, "n_test": 20,
             "noise_var": [0.025, 5e-5, 0.02]}
-    _run("ms-data", "--case", "analytic", "--params", json.dumps(data), "--seed", "3",
-         "--data", str(d / "data.csv"), "--spec", str(d / "spec.json"),
-         "--theta-mse", str(d / "theta_mse.csv"))
+    _make_data(d, "analytic", data, 3)
     fits = []
     for name, srcs in {"s0_s1": ["s0", "s1"], "s0_s2": ["s0", "s2"],
                        "all": ["s0", "s1", "s2"]}.items():
@@ -68,9 +66,7 @@ def test_hardening_two_steps(tmp_path: Path):
     data = {"n_train": {"s0": 2, "s1": 3, "s2": 3}, "val_fraction": 0.5, "n_test": 1,
             "n_steps": 4, "u_max": 0.8, "n_el": 6, "hole": [1.0, 2.0], "noise_rel": 0.0,
             "lsq_starts": 1, "lsq_max_nfev": 5, "mse_grid": 2}
-    _run("ms-data", "--case", "hardening", "--params", json.dumps(data), "--seed", "1",
-         "--data", str(d / "data.csv"), "--spec", str(d / "spec.json"),
-         "--theta-mse", str(d / "theta_mse.csv"))
+    _make_data(d, "hardening", data, 1)
     common = ["--seed", "1", "--data", str(d / "data.csv"), "--spec", str(d / "spec.json"),
               "--theta-mse", str(d / "theta_mse.csv")]
     p1 = {"fit": FIT, "sources": ["s0", "s1", "s2"], "max_input": {"u": 0.4},
@@ -95,9 +91,7 @@ def test_bad_theta_declaration_is_one_line_error(tmp_path: Path, capsys):
     d = tmp_path / "a"
     data = {"n_train": {"s0": 6, "s1": 8, "s2": 8}, "val_fraction": 0.25, "n_test": 10,
             "noise_var": [0.025, 5e-5, 0.02]}
-    _run("ms-data", "--case", "analytic", "--params", json.dumps(data), "--seed", "3",
-         "--data", str(d / "data.csv"), "--spec", str(d / "spec.json"),
-         "--theta-mse", str(d / "theta_mse.csv"))
+    _make_data(d, "analytic", data, 3)
     df = pd.read_csv(d / "data.csv")
     df.loc[df.source == "s0", "theta1"] = 1.0
     df.to_csv(d / "bad.csv", index=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib
 
@@ -58,16 +59,27 @@ def fig_strategies(records: Mapping[str, pd.DataFrame], path: str | os.PathLike[
                    title: str = "") -> None:
     """Fig. 4 / Fig. 6: actual error per strategy, medians printed."""
     names = list(records)
-    cols = _metrics(records)
-    fig, axes = plt.subplots(1, len(cols), figsize=(len(cols) * (1.3 * len(names) + 2), 4),
-                             squeeze=False)
     n = len(next(iter(records.values()))) if records else 0
+    _metric_panels(records, names, [LABELS.get(s, s) for s in names], path,
+                   title or f"calibration strategies, {n} targets", width=1.3,
+                   colors=["#fc9272" if s == "rs" else "#9ecae1" if s == "op" else "#a1d99b"
+                           for s in names])
+
+
+def _metric_panels(records: Mapping[Any, pd.DataFrame], keys: Sequence[Any],
+                   labels: Sequence[str], path: str | os.PathLike[str], title: str,
+                   width: float, colors: Sequence[str] | None = None,
+                   xlabel: str | None = None, ylabel_prefix: str = "") -> None:
+    """One boxplot panel per metric (:func:`_metrics`), one box per key of ``records``."""
+    cols = _metrics(records)
+    fig, axes = plt.subplots(1, len(cols), figsize=(len(cols) * (width * len(keys) + 2), 4),
+                             squeeze=False)
     for ax, (col, lab) in zip(axes[0], cols, strict=True):
-        _boxes(ax, [_finite(records[s][col]) for s in names], [LABELS.get(s, s) for s in names],
-               ["#fc9272" if s == "rs" else "#9ecae1" if s == "op" else "#a1d99b"
-                for s in names])
-        ax.set_ylabel(lab)
-    axes[0][0].set_title(title or f"calibration strategies, {n} targets")
+        _boxes(ax, [_finite(records[k][col]) for k in keys], labels, colors)
+        if xlabel:
+            ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel_prefix + lab)
+    axes[0][0].set_title(title)
     _save(fig, path)
 
 
@@ -95,17 +107,10 @@ def fig_sweep(records: Mapping[float, pd.DataFrame], path: str | os.PathLike[str
               title: str = "") -> None:
     """Fig. 5: PtS actual error over proximity R (R small ~ OP, R = 1 ~ RS)."""
     rs_ = sorted(records)
-    cols = _metrics(records)
-    fig, axes = plt.subplots(1, len(cols), figsize=(len(cols) * (1.2 * len(rs_) + 2), 4),
-                             squeeze=False)
     labels = [f"1/{round(1 / r):d}" if r < 1 and abs(1 / r - round(1 / r)) < 1e-6 else f"{r:g}"
               for r in rs_]
-    for ax, (col, lab) in zip(axes[0], cols, strict=True):
-        _boxes(ax, [_finite(records[r][col]) for r in rs_], labels)
-        ax.set_xlabel("proximity R")
-        ax.set_ylabel(f"PtS {lab}")
-    axes[0][0].set_title(title or "PtS: effect of the proximity range")
-    _save(fig, path)
+    _metric_panels(records, rs_, labels, path, title or "PtS: effect of the proximity range",
+                   width=1.2, xlabel="proximity R", ylabel_prefix="PtS ")
 
 
 def fig_contexts(insample: pd.DataFrame, outofsample: pd.DataFrame, names: Sequence[str],

@@ -392,9 +392,10 @@ def strategy_pts(p: Problem) -> dict[str, Any]:
     return {"x": x, "error": e, "status": status, "anchor": anchor, "anchor_kind": "op"}
 
 
-def round_sizes(budget: int, rounds: int) -> list[int]:
-    """Split the budget into ``rounds`` near-equal parts (earlier rounds larger)."""
-    rounds = max(1, min(rounds, budget))
+def round_sizes(budget: int, rounds: int, min_size: int = 1) -> list[int]:
+    """Split the budget into ``rounds`` near-equal parts (earlier rounds larger); a
+    budget too small for ``rounds`` parts of ``min_size`` runs gets fewer parts."""
+    rounds = max(1, min(rounds, budget // max(1, min_size)))
     base, extra = divmod(budget, rounds)
     return [base + (i < extra) for i in range(rounds)]
 
@@ -448,9 +449,8 @@ def at_region_edge(x: np.ndarray, box: tuple[np.ndarray, np.ndarray],
 def strategy_adaptive(p: Problem) -> dict[str, Any]:
     """Multi-round PtS with a corrected metamodel and a trust region (see module doc)."""
     a = p.settings["adaptive"]
-    # two runs per round at least (the corrected OP point and one sample): a small
-    # budget gets fewer rounds than configured
-    sizes = round_sizes(p.budget, min(int(a["rounds"]), max(1, p.budget // 2)))
+    # two runs a round at least (the corrected OP point and one sample)
+    sizes = round_sizes(p.budget, int(a["rounds"]), min_size=2)
     radius = float(p.proximity)
     op0 = p.full_op()
     anchor = op0
