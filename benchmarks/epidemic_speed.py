@@ -2,10 +2,10 @@
 
 Times ``simulate_batch`` on a Latin-hypercube-like random design over paper 1's input
 ranges (so fast-dying and long epidemics are both included), for several population
-sizes and replicate counts, and reports runs per second (one run = one input row with
-all its replicates) by wall-clock and by CPU time (the CPU figure is the one to trust on
-a shared, loaded machine), and milliseconds per run.  Prints a table and writes
-``results/benchmarks/epidemic_speed.csv``.
+sizes and replicate counts (and once in expected-value mode), and reports runs per
+second (one run = one input row with all its replicates) by wall-clock and by CPU
+time (the CPU figure is the one to trust on a shared, loaded machine), and
+milliseconds per run.  Prints a table and writes ``results/benchmarks/epidemic_speed.csv``.
 
     python benchmarks/epidemic_speed.py            # 200 runs at 500k people
     python benchmarks/epidemic_speed.py --quick    # 30 runs
@@ -41,8 +41,9 @@ def design(n: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def time_case(population: int, replicates: int, runs: int, seed: int) -> dict[str, float]:
-    opts = EpidemicOptions(population=population, replicates=replicates)
+def time_case(population: int, replicates: int, runs: int, seed: int,
+              stochastic: bool = True) -> dict[str, float]:
+    opts = EpidemicOptions(population=population, replicates=replicates, stochastic=stochastic)
     df = design(runs, seed)
     seeds = np.arange(runs, dtype=np.int64) + 1000 * seed
     simulate_batch(df.iloc[:2], opts, seeds[:2])  # warm-up (setup cache, imports)
@@ -50,7 +51,8 @@ def time_case(population: int, replicates: int, runs: int, seed: int) -> dict[st
     res = simulate_batch(df, opts, seeds)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     assert (res["status"] == "ok").all()
-    return {"population": population, "replicates": replicates, "runs": runs,
+    return {"population": population, "replicates": replicates, "stochastic": stochastic,
+            "runs": runs,
             "wall_s": wall, "cpu_s": cpu, "runs_per_s": runs / wall,
             "runs_per_cpu_s": runs / cpu,
             "ms_per_run": 1000 * wall / runs, "cpu_ms_per_run": 1000 * cpu / runs,
@@ -68,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = [(500_000, 1, runs), (500_000, 5, max(10, runs // 3)),
              (500_000, 20, max(5, runs // 10)), (50_000, 1, runs), (5_000_000, 1, runs)]
     rows = [time_case(p, r, n, args.seed) for p, r, n in cases]
+    rows.append(time_case(500_000, 1, runs, args.seed, stochastic=False))   # expected value
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 120, "display.float_format", "{:.3f}".format):
         print(table.to_string(index=False))
