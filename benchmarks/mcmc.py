@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from simcalib.bayes._threads import limit_blas_threads  # noqa: E402
 from simcalib.bayes.models import BUILTIN, make_setting  # noqa: E402
 from simcalib.bayes.posterior import build_idata, summarize  # noqa: E402
-from simcalib.bayes.sampler import Problem, SamplerConfig, run  # noqa: E402
-from simcalib.bayes.simulate import simulate  # noqa: E402
+from simcalib.bayes.sampler import Likelihood, SamplerConfig, run  # noqa: E402
+from simcalib.bayes.synthetic import simulate  # noqa: E402
 from simcalib.io import write_csv  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
 
@@ -48,7 +48,7 @@ COLUMNS = ["setting", "method", "iterations", "seconds", "ess_bulk_min", "rhat_m
 def bench(name: str, method: str, iterations: int, chains: int, seed: int) -> dict:
     setting = make_setting(name)
     sim = simulate(setting, rng(seed, "bayes", name, "data", 0))
-    pb = Problem(setting, sim.obs, method)
+    pb = Likelihood(setting, sim.obs, method)
     cfg = SamplerConfig(iterations=iterations, burn_in=iterations // 2, chains=chains,
                         log_every=0, progress=False)
     res = run(pb, cfg, seed, ("bayes", name, method, 0), init_keys=("bayes", name, "init", 0))

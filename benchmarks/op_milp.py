@@ -37,7 +37,7 @@ from simcalib.metamodel import Metamodel, train_metamodel
 from simcalib.milp import SolverLicenceError, build_problem, optimize
 from simcalib.milp.warmstart import multistart_lbfgs, sample_search
 from simcalib.seeds import rng
-from simcalib.simulate import make_targets, simulate_rows
+from simcalib.simulation import make_targets, simulate_rows
 from simcalib.study import get_study
 
 NETS = {"2x16": [16, 16], "1x32": [32], "2x32": [32, 32], "2x64": [64, 64],

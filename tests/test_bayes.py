@@ -17,7 +17,7 @@ from simcalib.bayes.kernels import (
 )
 from simcalib.bayes.models import BUILTIN, Setting, make_setting
 from simcalib.bayes.ode import ODEModel, finite_difference_sensitivities
-from simcalib.bayes.sampler import ObsData, Problem, Sampler, SamplerConfig, run
+from simcalib.bayes.sampler import ObsData, Likelihood, Sampler, SamplerConfig, run
 from simcalib.cli import main as cli_main
 from simcalib.errors import ConfigError, DataError
 from simcalib.seeds import rng
@@ -141,7 +141,7 @@ def test_sampler_recovers_conjugate_gaussian_posterior():
     prec = t @ np.linalg.solve(cov, t)
     mean, sd = t @ np.linalg.solve(cov, y) / prec, 1 / np.sqrt(prec)
     for method in ("koh", "mos"):
-        pb = Problem(s, ObsData(t, y[:, None], ["z"]), method)
+        pb = Likelihood(s, ObsData(t, y[:, None], ["z"]), method)
         n = 2500 if method == "koh" else 800  # MOS: only the location is checked
         res = run(pb, SamplerConfig(iterations=n, burn_in=n // 3, chains=2, log_every=0,
                                     adapt_every=100, initial_step_log=1e-5, progress=False),
@@ -165,7 +165,7 @@ def test_nonfinite_ode_is_rejected_and_counted():
     model = ODEModel(lambda t, z, th, m: [th[0] * z[0] ** 2], ["x"], ["a"], [1.0])
     s = Setting("blowup", model, ["x"], {"a": (0.01, 5.0)}, t_end=2.0, n_obs=5)
     t = s.obs_times()
-    pb = Problem(s, ObsData(t, np.ones((5, 1)), ["x"]), "koh")
+    pb = Likelihood(s, ObsData(t, np.ones((5, 1)), ["x"]), "koh")
     assert pb.forward(np.array([3.0])) is None  # blows up at t = 1/3
     sm = Sampler(pb, SamplerConfig(iterations=10, burn_in=0, chains=1, log_every=0))
     from simcalib.bayes.sampler import Counters
@@ -286,13 +286,13 @@ def test_metrics_tables_and_plots(two_mass_run, tmp_path):
 def test_missing_observations_are_masked(settings, tmp_path):
     s = settings["two_mass"]
     g = rng(1, "test")
-    from simcalib.bayes.simulate import simulate
+    from simcalib.bayes.synthetic import simulate
 
     sim = simulate(s, g, refine=2)
     y = sim.obs.y.copy()
     y[3, 0] = np.nan
     y[7:9, 1] = np.nan
-    pb = Problem(s, ObsData(sim.obs.t, y, sim.obs.outputs), "mos")
+    pb = Likelihood(s, ObsData(sim.obs.t, y, sim.obs.outputs), "mos")
     assert pb.m == y.size - 3
     res = run(pb, SamplerConfig(iterations=60, burn_in=30, chains=1, log_every=0), 1, ("m",))
     assert res.chains[0].delta.shape == (30, pb.m)
@@ -307,7 +307,7 @@ def test_missing_observations_are_masked(settings, tmp_path):
     with pytest.raises(DataError):
         read_obs(str(tmp_path / "bad.csv"))
     with pytest.raises(DataError, match="not states"):
-        Problem(s, ObsData(sim.obs.t, y, ["x1", "v9"]), "koh")
+        Likelihood(s, ObsData(sim.obs.t, y, ["x1", "v9"]), "koh")
 
 
 def test_cli_reports_bad_params_in_one_line(tmp_path, capsys):
@@ -319,7 +319,7 @@ def test_cli_reports_bad_params_in_one_line(tmp_path, capsys):
 
 
 def test_data_are_shared_by_methods_and_reproducible(settings):
-    from simcalib.bayes.simulate import simulate
+    from simcalib.bayes.synthetic import simulate
 
     s = settings["sirv_irv"]
     a = simulate(s, rng(3, "bayes", "sirv_irv", "data", 0), refine=3)

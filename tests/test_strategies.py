@@ -16,7 +16,7 @@ import pytest
 
 from simcalib import strategies as st
 from simcalib.errors import ConfigError, DataError
-from simcalib.simulate import simulate_rows
+from simcalib.simulation import simulate_rows
 from simcalib.simulators.rosenbrock import rosenbrock
 from simcalib.study import Study
 

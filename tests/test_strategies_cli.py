@@ -13,7 +13,7 @@ import pytest
 
 from simcalib import io
 from simcalib.cli import main
-from simcalib.simulate import make_design, make_targets, simulate_rows
+from simcalib.simulation import make_design, make_targets, simulate_rows
 from simcalib.study import Study
 
 metamodel = pytest.importorskip("simcalib.metamodel")

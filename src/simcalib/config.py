@@ -4,13 +4,15 @@ check what a schema cannot express (bounds order, names that must exist ...).
 Validation happens once, when the workflow starts (the Snakefile calls
 :func:`validate_config`), so a misspelled key or a wrong type fails before any job
 runs, with the dotted key path in the message.  The schema is split by section
-(``workflow/schemas/*.schema.yaml``) and assembled through ``$ref``.
+(``simcalib/schemas/*.schema.yaml``, package data, so a wheel install validates too)
+and assembled through ``$ref``.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import importlib.resources
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,9 @@ from referencing.jsonschema import DRAFT7
 
 from simcalib.errors import ConfigError
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+#: The schema files ship inside the package (found through importlib.resources, so
+#: an installed wheel validates configs without the source tree).
+SCHEMA_DIR = importlib.resources.files("simcalib") / "schemas"
 
 # Semantic checks registered by other modules: each gets the validated config and
 # raises ConfigError.  Registration keeps this module free of imports from the
@@ -50,11 +54,11 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _registry(schema_dir: Path) -> Registry:
+def _registry(schema_dir: Any) -> Registry:
     def retrieve(uri: str) -> Resource:
         name = uri.rsplit("/", 1)[-1]
         path = schema_dir / name
-        if not path.exists():
+        if not path.is_file():
             raise FileNotFoundError(f"schema $ref {uri!r}: no file {path}")
         contents = yaml.safe_load(path.read_text())
         # A "$schema" key would make jsonschema switch to the plain validator class for

@@ -25,7 +25,7 @@ sum_j |S_j(x) - z_j| / s_j and ``predicted_error`` (delta) is sum_j |M_j(x) - z_
 ``distance`` is the Euclidean distance between x and x* after
 :meth:`Space.to_unit` (each input scaled to [0, 1] over its global bounds).
 
-Simulation runs are real simulator calls (:func:`simcalib.simulate.simulate_rows`),
+Simulation runs are real simulator calls (:func:`simcalib.simulation.simulate_rows`),
 seeded from (seed, study, strategy, target, run index).  A failed run counts against
 the budget, is kept in the run log and never chosen.
 """
@@ -43,7 +43,7 @@ import pandas as pd
 
 from simcalib.errors import ConfigError, DataError
 from simcalib.seeds import int_seed, rng
-from simcalib.simulate import simulate_rows
+from simcalib.simulation import simulate_rows
 from simcalib.study import Study
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 # Simulation stage: design -> chunk jobs -> merged dataset, and held-out targets.
 
-from simcalib.simulate import n_chunks
+from simcalib.simulation import n_chunks
 
 # Keys each step reads, so a change elsewhere (metamodel, strategies) never re-simulates.
 DESIGN_KEYS = ("parameters", "contexts", "constraints", "design")

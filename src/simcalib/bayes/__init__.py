@@ -7,7 +7,7 @@ Modules, one job each:
 * :mod:`~simcalib.bayes.models` -- the paper's settings and user settings;
 * :mod:`~simcalib.bayes.kernels` -- SE kernel, KOH and MOS covariances, stable Cholesky;
 * :mod:`~simcalib.bayes.sampler` -- adaptive Metropolis-within-Gibbs (paper Algorithm 1);
-* :mod:`~simcalib.bayes.simulate` -- synthetic data as in the paper;
+* :mod:`~simcalib.bayes.synthetic` -- synthetic data as in the paper;
 * :mod:`~simcalib.bayes.posterior` -- ArviZ netCDF and summaries (the only ArviZ caller);
 * :mod:`~simcalib.bayes.predict`, :mod:`~simcalib.bayes.metrics`,
   :mod:`~simcalib.bayes.paper`, :mod:`~simcalib.bayes.plots` -- output UQ, replication

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib.bayes.sampler import Problem, RunResult
+from simcalib.bayes.sampler import Likelihood, RunResult
 from simcalib.errors import DataError
 from simcalib.io import atomic_path
 
@@ -73,7 +73,7 @@ def read_netcdf(path: str | os.PathLike[str]) -> Any:
         raise DataError(str(path), f"not a readable ArviZ netCDF file ({exc})") from None
 
 
-def build_idata(pb: Problem, result: RunResult, attrs: dict[str, Any]) -> Any:
+def build_idata(pb: Likelihood, result: RunResult, attrs: dict[str, Any]) -> Any:
     """Posterior (theta, gamma, ell, sigma2, delta), sample stats, observed data."""
     params = pb.setting.params
     chains = result.chains

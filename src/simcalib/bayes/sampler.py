@@ -89,7 +89,7 @@ class ObsData:
     outputs: list[str]
 
 
-class Problem:
+class Likelihood:
     """A setting, its data and a method (``koh`` or ``mos``): likelihood pieces."""
 
     def __init__(self, setting: Setting, data: ObsData, method: str, source: str = "data") -> None:
@@ -180,7 +180,7 @@ class RunResult:
 
 
 class Sampler:
-    def __init__(self, problem: Problem, cfg: SamplerConfig) -> None:
+    def __init__(self, problem: Likelihood, cfg: SamplerConfig) -> None:
         self.pb, self.cfg = problem, cfg
         self.d = problem.p + 2
 
@@ -379,7 +379,7 @@ class Sampler:
                            time.process_time() - c0)
 
 
-def run(problem: Problem, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
+def run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
         init_keys: tuple[Any, ...] | None = None) -> RunResult:
     """Least-squares start, then ``cfg.chains`` chains, each with its own stream
     ``rng(seed, *keys, chain)``."""

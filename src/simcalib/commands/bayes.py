@@ -35,7 +35,7 @@ def _options(params: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- data
 def cmd_data(args: argparse.Namespace) -> int:
     from simcalib.bayes.models import make_setting
-    from simcalib.bayes.simulate import simulate
+    from simcalib.bayes.synthetic import simulate
     from simcalib.seeds import rng
 
     params = load_params(args.params)
@@ -77,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simcalib.bayes.models import make_setting
     from simcalib.bayes.posterior import build_idata, summarize, write_netcdf
     from simcalib.bayes.predict import predictive
-    from simcalib.bayes.sampler import ObsData, Problem, SamplerConfig, run
+    from simcalib.bayes.sampler import ObsData, Likelihood, SamplerConfig, run
     from simcalib.seeds import rng
 
     params = load_params(args.params)
@@ -86,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if cfg.chains < 2:
         log.warning("R-hat needs at least two chains; running %d", cfg.chains)
     t, y, outputs = read_obs(args.data)
-    pb = Problem(setting, ObsData(t, y, outputs), args.method, source=args.data)
+    pb = Likelihood(setting, ObsData(t, y, outputs), args.method, source=args.data)
     keys = ("bayes", args.setting, args.method, args.rep)
     result = run(pb, cfg, args.seed, keys, init_keys=("bayes", args.setting, "init", args.rep))
     attrs = {"setting": args.setting, "method": args.method, "rep": int(args.rep),

@@ -9,7 +9,7 @@ import time
 from simcalib import io
 from simcalib.commands._common import add_study_args, seed_from_args, study_from_args
 
-log = logging.getLogger("simcalib.simulate")
+log = logging.getLogger("simcalib.simulation")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_design(args: argparse.Namespace) -> int:
-    from simcalib.simulate import make_design
+    from simcalib.simulation import make_design
 
     study = study_from_args(args)
     df = make_design(study, seed_from_args(args))
@@ -64,7 +64,7 @@ def cmd_design(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from simcalib.simulate import chunk_rows, simulate_rows, summarize
+    from simcalib.simulation import chunk_rows, simulate_rows, summarize
 
     study = study_from_args(args)
     design = io.read_csv(args.design, required=["run_id", *study.input_names])
@@ -80,7 +80,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from simcalib.simulate import merge_chunks, summarize
+    from simcalib.simulation import merge_chunks, summarize
 
     df = merge_chunks(args.chunks)
     seconds = sum(float(io.read_json(m).get("seconds", 0.0)) for m in args.metas) \
@@ -97,7 +97,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    from simcalib.simulate import make_targets, simulate_rows
+    from simcalib.simulation import make_targets, simulate_rows
 
     study = study_from_args(args)
     seed = seed_from_args(args)
