@@ -17,7 +17,7 @@ from simcalib.bayes.kernels import (
 )
 from simcalib.bayes.models import BUILTIN, Setting, make_setting
 from simcalib.bayes.ode import ODEModel, finite_difference_sensitivities
-from simcalib.bayes.sampler import ObsData, Likelihood, Sampler, SamplerConfig, run
+from simcalib.bayes.sampler import Likelihood, ObsData, Sampler, SamplerConfig, run
 from simcalib.cli import main as cli_main
 from simcalib.errors import ConfigError, DataError
 from simcalib.seeds import rng

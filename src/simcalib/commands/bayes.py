@@ -77,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simcalib.bayes.models import make_setting
     from simcalib.bayes.posterior import build_idata, summarize, write_netcdf
     from simcalib.bayes.predict import predictive
-    from simcalib.bayes.sampler import ObsData, Likelihood, SamplerConfig, run
+    from simcalib.bayes.sampler import Likelihood, ObsData, SamplerConfig, run
     from simcalib.seeds import rng
 
     params = load_params(args.params)
