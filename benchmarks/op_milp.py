@@ -33,9 +33,9 @@ import pandas as pd
 
 from simcalib import io
 from simcalib.config import load_config
-from simcalib.metamodel import Metamodel, train_metamodel
-from simcalib.milp import SolverLicenceError, build_problem, optimize
-from simcalib.milp.warmstart import multistart_lbfgs, sample_search
+from simcalib.metamodel.milp import SolverLicenceError, build_problem, optimize
+from simcalib.metamodel.milp.warmstart import multistart_lbfgs, sample_search
+from simcalib.metamodel.network import Metamodel, train_metamodel
 from simcalib.seeds import rng
 from simcalib.simulation import make_targets, simulate_rows
 from simcalib.study import get_study

@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from simcalib.errors import ConfigError, DataError
-from simcalib.metamodel import Metamodel, build_net
-from simcalib.milp import (
+from simcalib.metamodel.milp import (
     ForwardCheckError,
     SolverLicenceError,
     alternative_optima,
     build_problem,
     optimize,
 )
-from simcalib.milp.bounds import interval_bounds, tighten_bounds
+from simcalib.metamodel.milp.bounds import interval_bounds, tighten_bounds
+from simcalib.metamodel.network import Metamodel, build_net
 from simcalib.space import space_from_config
 
 HIGHS = {"backend": "highs", "time_limit": 30, "threads": 1,

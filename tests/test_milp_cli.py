@@ -29,7 +29,7 @@ def test_train_then_optimize(tmp_path, capsys):
     df = _dataset(tmp_path / "dataset.csv")
     params = {"metamodel": {"hidden": [8], "epochs": 30, "batch_size": 32, "threads": 1},
               "inputs": ["x", "k", "c"], "outputs": ["y1", "y2"]}
-    rc = main(["train", "--study", "toy", "--params", json.dumps(params), "--seed", "1",
+    rc = main(["mm-train", "--study", "toy", "--params", json.dumps(params), "--seed", "1",
                "--dataset", str(tmp_path / "dataset.csv"), "--outdir", str(tmp_path / "mm")])
     assert rc == 0
     meta = json.loads((tmp_path / "mm" / "metamodel.json").read_text())
@@ -40,7 +40,7 @@ def test_train_then_optimize(tmp_path, capsys):
     op = {"space": SPACE, "optimize": {"weights": {"y2": 0.5}},
           "solver": {"backend": "highs", "time_limit": 20, "threads": 1,
                      "warm_start": {"samples": 500, "local": 1}}}
-    rc = main(["optimize", "--study", "toy", "--params", json.dumps(op), "--seed", "1",
+    rc = main(["mm-optimize", "--study", "toy", "--params", json.dumps(op), "--seed", "1",
                "--metamodel", str(tmp_path / "mm"), "--targets", str(tmp_path / "targets.csv"),
                "--output", str(tmp_path / "op.csv")])
     assert rc == 0
@@ -50,14 +50,14 @@ def test_train_then_optimize(tmp_path, capsys):
     assert (out["k"] == out["k"].round()).all()
     assert (out["c"].to_numpy() == targets["c"].to_numpy()).all()
     # a metamodel from another study: one clear line, exit 2
-    rc = main(["optimize", "--study", "other", "--params", json.dumps(op), "--seed", "1",
+    rc = main(["mm-optimize", "--study", "other", "--params", json.dumps(op), "--seed", "1",
                "--metamodel", str(tmp_path / "mm"), "--targets", str(tmp_path / "targets.csv"),
                "--output", str(tmp_path / "op2.csv")])
     assert rc == 2
     assert "trained for study 'toy'" in capsys.readouterr().err
     # targets without an output column: clear data error
     targets.drop(columns=["y2"]).to_csv(tmp_path / "bad.csv", index=False)
-    rc = main(["optimize", "--study", "toy", "--params", json.dumps(op), "--seed", "1",
+    rc = main(["mm-optimize", "--study", "toy", "--params", json.dumps(op), "--seed", "1",
                "--metamodel", str(tmp_path / "mm"), "--targets", str(tmp_path / "bad.csv"),
                "--output", str(tmp_path / "op3.csv")])
     assert rc == 2

@@ -42,7 +42,7 @@ def _find_chunk_job(root: psutil.Process) -> tuple[psutil.Process, str] | None:
             cmd = child.cmdline()
         except psutil.Error:
             continue
-        if "simulate" in cmd and "--chunk" in cmd and "python" in " ".join(cmd[:2]):
+        if "sim-run" in cmd and "--chunk" in cmd and "python" in " ".join(cmd[:2]):
             return child, cmd[cmd.index("--chunk") + 1]
     return None
 

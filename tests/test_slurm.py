@@ -91,7 +91,7 @@ def test_slurm_run_matches_local_run(cluster: None, tmp_path: Path) -> None:
     sacct = subprocess.run(["sacct", "-X", "-n", "-P", "-S", t0, "--format=JobID,State"],
                            capture_output=True, text=True, check=True).stdout.split()
     states = [line.split("|")[1] for line in sacct if "|" in line]
-    # non-local jobs: simulate_chunk (1 chunk) + targets = 2 at least
+    # non-local jobs: sim_run (1 chunk) + sim_targets = 2 at least
     assert len(states) >= 2, f"sacct lists {sacct}"
     assert all(s == "COMPLETED" for s in states), sacct
 

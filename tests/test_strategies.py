@@ -1,4 +1,4 @@
-"""Calibration strategies (simcalib.strategies) on Rosenbrock with tiny budgets.
+"""Calibration strategies (simcalib.metamodel.strategies) on Rosenbrock with tiny budgets.
 
 The metamodel and OP solver are small stand-ins here (a biased copy of the true
 function and a dense random search), so these tests check the strategies' logic
@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simcalib import strategies as st
 from simcalib.errors import ConfigError, DataError
+from simcalib.metamodel import strategies as st
+from simcalib.metamodel.strategies.adaptive import at_region_edge, round_sizes
 from simcalib.simulation import simulate_rows
 from simcalib.simulators.rosenbrock import rosenbrock
 from simcalib.study import Study
@@ -96,7 +97,7 @@ def actual_error(study, mm, target_row, x):
     return float(np.abs(out["f"].iloc[0] - target_row["f"]) / mm.y_std[0])
 
 
-@pytest.mark.parametrize("strategy", st.STRATEGIES)
+@pytest.mark.parametrize("strategy", list(st.registry()))
 def test_budget_respected_and_records(study, targets, strategy):
     rec, runs = run(study, targets, strategy, budget=10)
     expect = 1 if strategy == "op" else 10
@@ -113,7 +114,7 @@ def test_budget_respected_and_records(study, targets, strategy):
         assert np.isclose(ok["error"].min(), r.error)
 
 
-@pytest.mark.parametrize("strategy", st.STRATEGIES)
+@pytest.mark.parametrize("strategy", list(st.registry()))
 def test_better_than_starting_anchor(study, targets, strategy):
     """Each strategy ends at least as good as where it started: its anchor's actual
     error (OP point, RS best, first sample/trial); OP itself beats a random point on
@@ -159,9 +160,9 @@ def test_pts_tiny_box_is_op(study, targets):
 
 
 def test_summary_matches_records(study, targets):
-    recs = {s: run(study, targets, s, budget=8)[0] for s in st.STRATEGIES}
+    recs = {s: run(study, targets, s, budget=8)[0] for s in list(st.registry())}
     summ = st.summarize(recs)
-    assert list(summ["strategy"]) == list(st.STRATEGIES)
+    assert list(summ["strategy"]) == list(list(st.registry()))
     for col in ("strategy", "median_error", "mean_error", "reduction_vs_rs", "runs"):
         assert col in summ
     for _, row in summ.iterrows():
@@ -264,8 +265,8 @@ def test_failed_target_recorded(study, targets):
 
 
 def test_round_sizes():
-    assert st.round_sizes(10, 4) == [3, 3, 2, 2]
-    assert sum(st.round_sizes(100, 7)) == 100
+    assert round_sizes(10, 4) == [3, 3, 2, 2]
+    assert sum(round_sizes(100, 7)) == 100
 
 
 def test_sweep_summary(study, targets):
@@ -291,12 +292,12 @@ def test_trust_region_edge_ignores_pinned_inputs_and_global_bounds():
     bounds = (np.array([0.0, 0.0, 1.0]), np.array([10.0, 10.0, 5.0]))
     box = (np.array([4.0, 0.0, 3.0]), np.array([6.0, 2.0, 3.0]))   # input 2 pinned at 3
     # interior in the free inputs; the pinned one must not count as "at the edge"
-    assert not st.at_region_edge(np.array([5.0, 1.0, 3.0]), box, bounds)
+    assert not at_region_edge(np.array([5.0, 1.0, 3.0]), box, bounds)
     # near an interior side of the box
-    assert st.at_region_edge(np.array([4.1, 1.0, 3.0]), box, bounds)
-    assert st.at_region_edge(np.array([5.0, 1.9, 3.0]), box, bounds)
+    assert at_region_edge(np.array([4.1, 1.0, 3.0]), box, bounds)
+    assert at_region_edge(np.array([5.0, 1.9, 3.0]), box, bounds)
     # near a side that is the global bound: nothing lies beyond it
-    assert not st.at_region_edge(np.array([5.0, 0.1, 3.0]), box, bounds)
+    assert not at_region_edge(np.array([5.0, 0.1, 3.0]), box, bounds)
 
 
 def test_adaptive_small_budget_gets_fewer_rounds(study, targets):

@@ -16,8 +16,8 @@ from simcalib.cli import main
 from simcalib.simulation import make_design, make_targets, simulate_rows
 from simcalib.study import Study
 
-metamodel = pytest.importorskip("simcalib.metamodel")
-pytest.importorskip("simcalib.milp")
+metamodel = pytest.importorskip("simcalib.metamodel.network")
+pytest.importorskip("simcalib.metamodel.milp")
 
 SEED = 3
 CFG = {
@@ -56,7 +56,7 @@ def setup(tmp_path_factory) -> dict:
 
 def _cal(setup, *extra: str, targets: str = "targets.csv") -> int:
     d = setup["dir"]
-    return main(["calibrate", "--study", "rosen", "--params", setup["params"], "--seed",
+    return main(["cal-run", "--study", "rosen", "--params", setup["params"], "--seed",
                  str(SEED), "--solver", json.dumps(SOLVER), "--metamodel", str(d / "mm"),
                  "--targets", str(d / targets), *extra])
 
@@ -65,7 +65,7 @@ def test_pipeline(setup):
     d: Path = setup["dir"]
     common = ["--study", "rosen", "--params", setup["params"], "--seed", str(SEED),
               "--solver", json.dumps(SOLVER), "--metamodel", str(d / "mm")]
-    assert main(["calibrate-anchors", *common, "--targets", str(d / "targets.csv"),
+    assert main(["cal-anchors", *common, "--targets", str(d / "targets.csv"),
                  "--output", str(d / "anchors.csv")]) == 0
     anchors = pd.read_csv(d / "anchors.csv")
     assert len(anchors) == 2 and {"x_x", "x_y", "status"} <= set(anchors.columns)
@@ -80,7 +80,7 @@ def test_pipeline(setup):
         assert (rec["runs"] == (1 if s == "op" else 8)).all()
         assert len(pd.read_csv(d / "runs" / f"{s}.csv")) == rec["runs"].sum()
     pairs = [f"{s}={d / f'{s}.csv'}" for s in strategies]
-    assert main(["calibration-summary", "--records", *pairs, "--output", str(d / "summary.csv"),
+    assert main(["cal-summary", "--records", *pairs, "--output", str(d / "summary.csv"),
                  "--figure", str(d / "strategies.png"), "--figure-rs-op",
                  str(d / "rs_vs_op.png")]) == 0
     summ = pd.read_csv(d / "summary.csv")
@@ -102,21 +102,21 @@ def test_pipeline(setup):
         assert _cal(setup, "--strategy", "pts", "--proximity", r, "--anchors",
                     str(d / "anchors.csv"), "--output", str(d / f"pts_R{r}.csv")) == 0
         sweep.append(f"{r}={d / f'pts_R{r}.csv'}")
-    assert main(["calibration-sweep", "--records", *sweep, "--output", str(d / "sweep.csv"),
+    assert main(["cal-sweep", "--records", *sweep, "--output", str(d / "sweep.csv"),
                  "--figure", str(d / "sweep.png")]) == 0
     assert list(pd.read_csv(d / "sweep.csv")["proximity"]) == [0.01, 1.0]
 
     # out-of-sample contexts
     assert _cal(setup, "--strategy", "pts", "--output", str(d / "oos_pts.csv"),
                 targets="targets_oos.csv") == 0
-    assert main(["calibration-contexts", "--insample", str(d / "pts.csv"), "--outofsample",
+    assert main(["cal-contexts", "--insample", str(d / "pts.csv"), "--outofsample",
                  str(d / "oos_pts.csv"), "--strategy", "pts", "--output",
                  str(d / "ctx.csv"), "--figure", str(d / "ctx.png")]) == 0
     ctx = pd.read_csv(d / "ctx.csv")
     assert list(ctx["set"]) == ["in-sample", "out-of-sample"]
 
     # noise table (two "levels" from the same records are enough to exercise it)
-    assert main(["calibration-noise", "--records", f"a:0={d / 'pts.csv'}",
+    assert main(["cal-noise", "--records", f"a:0={d / 'pts.csv'}",
                  f"b:0.1={d / 'oos_pts.csv'}", "--output", str(d / "noise.csv"),
                  "--figure", str(d / "noise.png")]) == 0
     assert list(pd.read_csv(d / "noise.csv")["noise_level"]) == [0.0, 0.1]
@@ -134,7 +134,7 @@ def test_budget_too_small_is_one_line_error(setup, tmp_path, capsys):
     p["calibration"]["budget"] = 1
     (tmp_path / "p.json").write_text(json.dumps(p))
     d = setup["dir"]
-    rc = main(["calibrate", "--study", "rosen", "--params", f"@{tmp_path / 'p.json'}",
+    rc = main(["cal-run", "--study", "rosen", "--params", f"@{tmp_path / 'p.json'}",
                "--seed", "1", "--metamodel", str(d / "mm"), "--targets",
                str(d / "targets.csv"), "--strategy", "stp", "--output", str(tmp_path / "o.csv")])
     assert rc == 2

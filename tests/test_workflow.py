@@ -70,8 +70,8 @@ def test_metamodel_width_change_retrains_without_resimulating(workflow_dir: Path
         cfg["studies"]["rosenbrock"]["metamodel"]["hidden"] = [12, 12]
 
     jobs = _jobs_planned(workflow_dir, _changed_config(tmp_path, edit))
-    assert jobs.get("train", 0) == 1, jobs
-    for rule in ("design", "simulate_chunk", "merge_chunks", "targets"):
+    assert jobs.get("mm_train", 0) == 1, jobs
+    for rule in ("sim_design", "sim_run", "sim_merge", "sim_targets"):
         assert rule not in jobs, f"{rule} would rerun: {jobs}"
 
 
@@ -80,8 +80,8 @@ def test_proximity_change_does_not_retrain(workflow_dir: Path, tmp_path: Path) -
         cfg["studies"]["rosenbrock"]["calibration"]["proximity"] = 0.123
 
     jobs = _jobs_planned(workflow_dir, _changed_config(tmp_path, edit))
-    assert jobs.get("calibrate", 0) >= 1, jobs
-    for rule in ("train", "simulate_chunk", "design", "optimize"):
+    assert jobs.get("cal_run", 0) >= 1, jobs
+    for rule in ("mm_train", "sim_run", "sim_design", "mm_optimize"):
         assert rule not in jobs, f"{rule} would rerun: {jobs}"
 
 

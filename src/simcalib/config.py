@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import importlib.resources
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,36 @@ SCHEMA_DIR = importlib.resources.files("simcalib") / "schemas"
 # raises ConfigError.  Registration keeps this module free of imports from the
 # stages it checks.
 _SEMANTIC_CHECKS: list[Callable[[dict[str, Any]], None]] = []
+
+
+# Schema patches registered by other modules: ``fn(schema)`` edits the named schema
+# file's contents after loading (the strategy enum comes from paper 1's registry).
+_SCHEMA_PATCHES: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
+
+
+def schema_patch(schema_name: str) -> Callable[[Callable[[dict[str, Any]], None]],
+                                               Callable[[dict[str, Any]], None]]:
+    """Decorator: register ``fn(schema)`` to edit ``schema_name`` when it is loaded, for
+    values another module owns (so the schema file cannot drift from them)."""
+
+    def deco(fn: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+        _SCHEMA_PATCHES.setdefault(schema_name, []).append(fn)
+        return fn
+
+    return deco
+
+
+def _load_schema(schema_dir: Any, name: str) -> dict[str, Any]:
+    path = schema_dir / name
+    if not path.is_file():
+        raise FileNotFoundError(f"schema {name!r}: no file {path}")
+    contents = yaml.safe_load(path.read_text())
+    # A "$schema" key would make jsonschema switch to the plain validator class for
+    # that dialect and silently stop filling defaults inside the referenced file.
+    contents.pop("$schema", None)
+    for fn in _SCHEMA_PATCHES.get(name, []):
+        fn(contents)
+    return contents
 
 
 def semantic_check(fn: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
@@ -56,15 +88,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 def _registry(schema_dir: Any) -> Registry:
     def retrieve(uri: str) -> Resource:
-        name = uri.rsplit("/", 1)[-1]
-        path = schema_dir / name
-        if not path.is_file():
-            raise FileNotFoundError(f"schema $ref {uri!r}: no file {path}")
-        contents = yaml.safe_load(path.read_text())
-        # A "$schema" key would make jsonschema switch to the plain validator class for
-        # that dialect and silently stop filling defaults inside the referenced file.
-        contents.pop("$schema", None)
-        return DRAFT7.create_resource(contents)
+        return DRAFT7.create_resource(_load_schema(schema_dir, uri.rsplit("/", 1)[-1]))
     return Registry(retrieve=retrieve)
 
 
@@ -111,14 +135,41 @@ def _best_error(errors: list[jsonschema.ValidationError]) -> jsonschema.Validati
 def validate_schema(config: dict[str, Any], schema_dir: str | Path | None = None,
                     schema_name: str = "config.schema.yaml") -> dict[str, Any]:
     """Validate ``config`` in place against ``schema_name`` and fill defaults."""
+    _import_checks()
     sdir = Path(schema_dir) if schema_dir else SCHEMA_DIR
-    schema = yaml.safe_load((sdir / schema_name).read_text())
+    schema = _load_schema(sdir, schema_name)
     cls = _with_defaults(jsonschema.Draft7Validator)
     validator = cls(schema, registry=_registry(sdir))
     errors = list(validator.iter_errors(config))
     if errors:
         raise _format_error(_best_error(errors))
     return config
+
+
+@functools.cache
+def _defaults_cached(schema_name: str, definition: str | None, base_json: str) -> str:
+    _import_checks()
+    sdir = SCHEMA_DIR
+    schema = _load_schema(sdir, schema_name)
+    if definition is not None:
+        schema = {**schema["definitions"][definition], "definitions": schema["definitions"]}
+    cls = _with_defaults(jsonschema.Draft7Validator)
+    instance = json.loads(base_json)
+    errors = list(cls(schema, registry=_registry(sdir)).iter_errors(instance))
+    if errors:
+        raise _format_error(_best_error(errors))
+    return json.dumps(instance)
+
+
+def schema_defaults(schema_name: str, definition: str | None = None,
+                    base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The defaults of one schema section (or one of its ``definitions``), filled into
+    ``base`` (default ``{}``) exactly as validation fills them.
+
+    Why: code that runs outside the workflow (the Python API, a command run by hand)
+    needs the same defaults as a validated config; reading them from the schema keeps
+    one source of truth instead of constants that mirror it and drift."""
+    return json.loads(_defaults_cached(schema_name, definition, json.dumps(base or {})))
 
 
 def validate_config(config: dict[str, Any], schema_dir: str | Path | None = None) -> dict[str, Any]:
@@ -139,7 +190,7 @@ def _import_checks() -> None:
 
 
 # Modules that register @semantic_check functions.
-CHECK_MODULES: list[str] = ["simcalib.study", "simcalib.strategies",
+CHECK_MODULES: list[str] = ["simcalib.study", "simcalib.metamodel.checks",
                              "simcalib.multisource.checks", "simcalib.bayes.checks"]
 
 

@@ -3,7 +3,7 @@
 ``results/report/summary.md`` (each headline table beside the paper's numbers).
 
 Every rule writes a benchmark TSV under ``results/benchmarks/rules/``; a job's
-*kind* is its path with the numbers replaced by ``N`` (``epidemic/simulate_chunk_N``),
+*kind* is its path with the numbers replaced by ``N`` (``epidemic/sim_run_N``),
 so chunks, replications and targets of one rule aggregate into one row.
 """
 
@@ -21,7 +21,7 @@ BENCH_COLUMNS = ("s", "cpu_time", "max_rss")
 
 
 def job_kind(rel_path: str) -> str:
-    """``epidemic/simulate_chunk_3.tsv`` -> ``epidemic/simulate_chunk_N``."""
+    """``epidemic/sim_run_3.tsv`` -> ``epidemic/sim_run_N``."""
     stem = rel_path[:-4] if rel_path.endswith(".tsv") else rel_path
     return re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", stem)
 

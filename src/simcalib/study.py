@@ -81,28 +81,3 @@ def check_studies(config: Mapping[str, Any]) -> None:
             if unknown:
                 raise ConfigError(f"{study.key}.extra_targets.{tname}.contexts",
                                   f"{sorted(unknown)} are not contexts of the study")
-
-
-SPLIT_DEFAULT = {"train": 0.7, "val": 0.15, "test": 0.15}
-
-
-@semantic_check
-def check_metamodel_config(config: Mapping[str, Any]) -> None:
-    """A metamodel's split sums to 1; ``optimize.weights`` name outputs of the study."""
-    for name, cfg in (config.get("studies") or {}).items():
-        mcfg = cfg.get("metamodel") or {}
-        if not mcfg.get("enabled", False):
-            continue
-        key = f"studies.{name}"
-        split = mcfg.get("split") or SPLIT_DEFAULT
-        total = sum(float(split.get(k, SPLIT_DEFAULT[k])) for k in ("train", "val", "test"))
-        if abs(total - 1.0) > 1e-6:
-            raise ConfigError(f"{key}.metamodel.split", f"train + val + test must be 1, got "
-                              f"{total:g}")
-        weights = (cfg.get("optimize") or {}).get("weights") or {}
-        if weights:
-            outputs = Study(name, cfg).outputs
-            unknown = sorted(set(weights) - set(outputs))
-            if unknown:
-                raise ConfigError(f"{key}.optimize.weights", f"{unknown} are not outputs of the "
-                                  f"study ({outputs})")

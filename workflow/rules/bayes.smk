@@ -42,6 +42,7 @@ rule bayes_data:
         truth=BAYES_DIR + "/data/rep{rep}/truth.json",
     params:
         cfg=lambda w: as_json({"options": bayes_options(w.setting), "refine": BAYES["refine"]}),
+        seed=config["seed"],
     log:
         "results/logs/bayes/{setting}/data_rep{rep}.log",
     benchmark:
@@ -54,7 +55,7 @@ rule bayes_data:
         mem_mb=1000,
         runtime=10,
     shell:
-        "simcalib bayes-data --params {params.cfg:q} --seed {config[seed]} "
+        "simcalib bayes-data --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --rep {wildcards.rep} "
         "--obs {output.obs} --dense {output.dense} --truth {output.truth} > {log} 2>&1"
 
@@ -70,6 +71,7 @@ rule bayes_run:
     params:
         cfg=lambda w: as_json({"sampler": BAYES["sampler"], "options": bayes_options(w.setting),
                                "refine": BAYES["refine"], "predict_draws": BAYES["predict_draws"]}),
+        seed=config["seed"],
     log:
         "results/logs/bayes/{setting}/{method}_rep{rep}.log",
     benchmark:
@@ -83,7 +85,7 @@ rule bayes_run:
         mem_mb=2000,
         runtime=bayes_run_minutes,
     shell:
-        "simcalib bayes-run --params {params.cfg:q} --seed {config[seed]} "
+        "simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} --rep {wildcards.rep} "
         "--data {input.obs} --posterior {output.posterior} --summary {output.summary} "
         "--predictive {output.predictive} --run-info {output.info} > {log} 2>&1"

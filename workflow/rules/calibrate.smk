@@ -1,75 +1,76 @@
 # Calibration stage (paper 1): strategies under a simulation budget, their summary and
-# the experiments' figures.  One job per study x strategy (and per proximity value of
-# the sweep); every job's params hold only the keys it reads, so changing a proximity
-# value reruns only the jobs that use it and never retrains the metamodel.
+# the experiments' figures.  One job per study x target set x strategy; every job's
+# params hold only the keys its strategy reads (the strategy registry says which), so
+# changing a proximity value reruns only the jobs that use it and never retrains.
+#
+# A calibration directory ({caldir}) names the target set and, for the PtS proximity
+# sweep, the proximity:
+#   calibration                  the study's targets (results/<study>/targets.csv)
+#   calibration/targets_<name>   an extra target set (results/<study>/targets_<name>.csv)
+#   calibration/sweep/R<value>   PtS on the study's targets at proximity <value>
 
-CAL_STRATEGIES = ("rs", "op", "stp", "pts", "adaptive", "blackbox")
+from simcalib.metamodel.strategies.registry import job_settings, registry
+from simcalib.metamodel.strategies.settings import solver_options
+
+STRATEGIES = registry()
 # study keys a calibration job needs to rebuild the study's space and simulator
 CAL_STUDY_KEYS = ("simulator", "parameters", "contexts", "constraints", "outputs")
-# strategies that start from the full-space OP point (solved once per target)
-CAL_USES_ANCHORS = ("op", "pts", "adaptive")
+SWEEP_PREFIX = "calibration/sweep/R"
 
 
 wildcard_constraints:
-    strategy="|".join(CAL_STRATEGIES),
-    prox=r"[0-9][0-9.e+-]*",
+    strategy="|".join(STRATEGIES),
+    caldir=r"calibration(/targets_[A-Za-z0-9_]+|/sweep/R[0-9][0-9.e+-]*)?",
     which="[A-Za-z0-9_]+",
 
 
 localrules:
-    calibration_summary,
-    calibration_rs_vs_op,
-    calibration_sweep,
-    calibration_contexts,
-    calibration_noise,
+    cal_summary,
+    cal_rs_vs_op,
+    cal_sweep,
+    cal_contexts,
+    cal_noise,
 
 
 def cal_studies():
     return [s for s in STUDIES if config["studies"][s].get("calibration", {}).get("enabled")]
 
 
+def caldir_of(tset):
+    """Calibration directory of a target set ("targets" or "targets_<name>")."""
+    return "calibration" if tset == "targets" else f"calibration/{tset}"
+
+
+def caldir_targets(caldir):
+    """The target set a calibration directory calibrates (a sweep uses the study's)."""
+    return caldir.split("/", 1)[1] if caldir.startswith("calibration/targets_") else "targets"
+
+
+def caldir_proximity(caldir):
+    """The proximity a sweep directory fixes, else None (the config's value)."""
+    return caldir[len(SWEEP_PREFIX):] if caldir.startswith(SWEEP_PREFIX) else None
+
+
 def cal_solver(wildcards):
-    """The solver option set for OP solves: calibration.solver, else optimize.solver."""
+    return as_json(solver_options(config, wildcards.study))
+
+
+def cal_params(wildcards):
+    """Study keys + only the calibration settings the job's strategy reads (a sweep job
+    takes its proximity from the directory, not from the config)."""
     cfg = config["studies"][wildcards.study]
-    name = (cfg.get("calibration") or {}).get("solver") or (cfg.get("optimize") or {}).get(
-        "solver"
-    )
-    return as_json(dict((config.get("solvers") or {}).get(name, {})) if name else {})
-
-
-def cal_params(strategy, with_proximity=True):
-    """Study keys + only the calibration settings `strategy` reads."""
-
-    def fn(wildcards):
-        s = strategy or wildcards.strategy
-        cfg = config["studies"][wildcards.study]
-        cal = cfg["calibration"]
-        sub = {k: cal[k] for k in ("sampling", "mc_samples", "rescore")}
-        if s != "op":
-            sub["budget"] = cal["budget"]
-        if with_proximity and s in ("stp", "pts", "adaptive"):
-            sub["proximity"] = cal["proximity"]
-        if s in ("adaptive", "blackbox"):
-            sub[s] = cal[s]
-        out = cal_study_dict(cfg)
-        out["calibration"] = sub
-        if s == "adaptive" and cal["adaptive"]["update"] in ("fine_tune", "both"):
-            out["metamodel"] = cfg["metamodel"]
-        return as_json(out)
-
-    return fn
-
-
-def cal_study_dict(cfg):
-    """The study keys a job needs, plus the input order (as_json sorts dict keys, and
-    the metamodel's inputs are in config order)."""
-    out = {k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg}
-    out["input_order"] = list(cfg["parameters"]) + list(cfg.get("contexts") or {})
-    return out
+    spec = STRATEGIES[wildcards.strategy]
+    sub = job_settings(wildcards.strategy, cfg["calibration"])
+    if caldir_proximity(wildcards.caldir) is not None:
+        sub.pop("proximity", None)
+    out = {k: cfg[k] for k in (*CAL_STUDY_KEYS, *spec.study_keys) if k in cfg}
+    out["calibration"] = sub
+    return as_json(out)
 
 
 def cal_study_only(wildcards):
-    return as_json(cal_study_dict(config["studies"][wildcards.study]))
+    cfg = config["studies"][wildcards.study]
+    return as_json({k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg})
 
 
 MM_FILES = {
@@ -78,146 +79,74 @@ MM_FILES = {
 }
 
 
-rule calibration_anchors:
+def anchors_targets(wildcards):
+    return f"results/{wildcards.study}/{caldir_targets(wildcards.caldir)}.csv"
+
+
+rule cal_anchors:
     input:
         **MM_FILES,
-        targets="results/{study}/targets.csv",
+        targets=anchors_targets,
     output:
-        "results/{study}/calibration/anchors.csv",
+        "results/{study}/{caldir}/anchors.csv",
     params:
         cfg=cal_study_only,
         solver=cal_solver,
+        seed=config["seed"],
     log:
-        "results/logs/{study}/calibration_anchors.log",
+        "results/logs/{study}/{caldir}/cal_anchors.log",
     benchmark:
-        "results/benchmarks/rules/{study}/calibration_anchors.tsv"
+        "results/benchmarks/rules/{study}/{caldir}/cal_anchors.tsv"
     threads: config["threads"]
     resources:
         mem_mb=4000,
         runtime=240,
     shell:
-        "simcalib calibrate-anchors --study {wildcards.study} --params {params.cfg:q} "
-        "--solver {params.solver:q} --seed {config[seed]} "
+        "simcalib cal-anchors --study {wildcards.study} --params {params.cfg:q} "
+        "--solver {params.solver:q} --seed {params.seed} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
         "--output {output} > {log} 2>&1"
 
 
-rule calibration_anchors_extra:
+def cal_inputs(wildcards):
+    tset = caldir_targets(wildcards.caldir)
+    d = {k: v.format(study=wildcards.study) for k, v in MM_FILES.items()}
+    d["targets"] = f"results/{wildcards.study}/{tset}.csv"
+    if STRATEGIES[wildcards.strategy].uses_anchor:
+        d["anchors"] = f"results/{wildcards.study}/{caldir_of(tset)}/anchors.csv"
+    return d
+
+
+def cal_extra_args(wildcards, input):
+    args = f"--anchors {input.anchors}" if hasattr(input, "anchors") else ""
+    prox = caldir_proximity(wildcards.caldir)
+    return args + (f" --proximity {prox}" if prox is not None else "")
+
+
+rule cal_run:
     input:
-        **MM_FILES,
-        targets="results/{study}/targets_{which}.csv",
+        unpack(cal_inputs),
     output:
-        "results/{study}/calibration/targets_{which}/anchors.csv",
+        records="results/{study}/{caldir}/{strategy}.csv",
+        runs="results/{study}/{caldir}/runs/{strategy}.csv",
     params:
-        cfg=cal_study_only,
+        cfg=cal_params,
         solver=cal_solver,
+        extra=cal_extra_args,
+        seed=config["seed"],
     log:
-        "results/logs/{study}/calibration_anchors_{which}.log",
+        "results/logs/{study}/{caldir}/cal_run_{strategy}.log",
     benchmark:
-        "results/benchmarks/rules/{study}/calibration_anchors_{which}.tsv"
-    threads: config["threads"]
-    resources:
-        mem_mb=4000,
-        runtime=240,
-    shell:
-        "simcalib calibrate-anchors --study {wildcards.study} --params {params.cfg:q} "
-        "--solver {params.solver:q} --seed {config[seed]} "
-        "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
-        "--output {output} > {log} 2>&1"
-
-
-def cal_inputs(target_file, anchors_file):
-    def fn(wildcards):
-        d = {k: v.format(study=wildcards.study) for k, v in MM_FILES.items()}
-        d["targets"] = target_file.format(**wildcards)
-        if wildcards.strategy in CAL_USES_ANCHORS:
-            d["anchors"] = anchors_file.format(**wildcards)
-        return d
-
-    return fn
-
-
-def anchors_arg(wildcards, input):
-    return f"--anchors {input.anchors}" if hasattr(input, "anchors") else ""
-
-
-rule calibrate:
-    input:
-        unpack(cal_inputs("results/{study}/targets.csv",
-                          "results/{study}/calibration/anchors.csv")),
-    output:
-        records="results/{study}/calibration/{strategy}.csv",
-        runs="results/{study}/calibration/runs/{strategy}.csv",
-    params:
-        cfg=cal_params(None),
-        solver=cal_solver,
-        anchors=anchors_arg,
-    log:
-        "results/logs/{study}/calibrate_{strategy}.log",
-    benchmark:
-        "results/benchmarks/rules/{study}/calibrate_{strategy}.tsv"
+        "results/benchmarks/rules/{study}/{caldir}/cal_run_{strategy}.tsv"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=240,
     shell:
-        "simcalib calibrate --study {wildcards.study} --params {params.cfg:q} "
-        "--solver {params.solver:q} --seed {config[seed]} --strategy {wildcards.strategy} "
+        "simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
+        "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
-        "{params.anchors} --output {output.records} --runs {output.runs} > {log} 2>&1"
-
-
-rule calibrate_extra:
-    input:
-        unpack(cal_inputs("results/{study}/targets_{which}.csv",
-                          "results/{study}/calibration/targets_{which}/anchors.csv")),
-    output:
-        records="results/{study}/calibration/targets_{which}/{strategy}.csv",
-        runs="results/{study}/calibration/targets_{which}/runs/{strategy}.csv",
-    params:
-        cfg=cal_params(None),
-        solver=cal_solver,
-        anchors=anchors_arg,
-    log:
-        "results/logs/{study}/calibrate_{which}_{strategy}.log",
-    benchmark:
-        "results/benchmarks/rules/{study}/calibrate_{which}_{strategy}.tsv"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=240,
-    shell:
-        "simcalib calibrate --study {wildcards.study} --params {params.cfg:q} "
-        "--solver {params.solver:q} --seed {config[seed]} --strategy {wildcards.strategy} "
-        "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
-        "{params.anchors} --output {output.records} --runs {output.runs} > {log} 2>&1"
-
-
-rule calibrate_sweep:
-    input:
-        **MM_FILES,
-        targets="results/{study}/targets.csv",
-        anchors="results/{study}/calibration/anchors.csv",
-    output:
-        records="results/{study}/calibration/sweep/pts_R{prox}.csv",
-        runs="results/{study}/calibration/sweep/pts_R{prox}_runs.csv",
-    params:
-        cfg=cal_params("pts", with_proximity=False),
-        solver=cal_solver,
-    log:
-        "results/logs/{study}/calibrate_sweep_R{prox}.log",
-    benchmark:
-        "results/benchmarks/rules/{study}/calibrate_sweep_R{prox}.tsv"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=240,
-    shell:
-        "simcalib calibrate --study {wildcards.study} --params {params.cfg:q} "
-        "--solver {params.solver:q} --seed {config[seed]} --strategy pts "
-        "--proximity {wildcards.prox} --metamodel results/{wildcards.study}/metamodel "
-        "--targets {input.targets} --anchors {input.anchors} "
-        "--output {output.records} --runs {output.runs} > {log} 2>&1"
+        "{params.extra} --output {output.records} --runs {output.runs} > {log} 2>&1"
 
 
 def cal_strategies(wildcards):
@@ -233,7 +162,7 @@ def cal_summary_figs(study):
     return out
 
 
-rule calibration_summary:
+rule cal_summary:
     input:
         lambda w: [f"results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)],
     output:
@@ -246,18 +175,18 @@ rule calibration_summary:
             f"{s}=results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)
         ),
     log:
-        "results/logs/{study}/calibration_summary.log",
+        "results/logs/{study}/cal_summary.log",
     benchmark:
-        "results/benchmarks/rules/{study}/calibration_summary.tsv"
+        "results/benchmarks/rules/{study}/cal_summary.tsv"
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "simcalib calibration-summary --records {params.pairs} --output {output.summary} "
+        "simcalib cal-summary --records {params.pairs} --output {output.summary} "
         "--figure {output.figure} --title '{wildcards.study}' > {log} 2>&1"
 
 
-rule calibration_rs_vs_op:
+rule cal_rs_vs_op:
     input:
         rs="results/{study}/calibration/rs.csv",
         op="results/{study}/calibration/op.csv",
@@ -267,14 +196,14 @@ rule calibration_rs_vs_op:
         figure=figure("results/{study}/calibration/rs_vs_op.png", "cal_rs_vs_op", "Paper 1",
                       "{study}"),
     log:
-        "results/logs/{study}/calibration_rs_vs_op.log",
+        "results/logs/{study}/cal_rs_vs_op.log",
     benchmark:
-        "results/benchmarks/rules/{study}/calibration_rs_vs_op.tsv"
+        "results/benchmarks/rules/{study}/cal_rs_vs_op.tsv"
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "simcalib calibration-summary --records rs={input.rs} op={input.op} "
+        "simcalib cal-summary --records rs={input.rs} op={input.op} "
         "--output {output.table} --figure-rs-op {output.figure} > {log} 2>&1"
 
 
@@ -282,33 +211,33 @@ def sweep_values(study):
     return [f"{float(r):g}" for r in config["studies"][study]["calibration"]["sweep"]]
 
 
-rule calibration_sweep:
+def sweep_records(study):
+    return {r: f"results/{study}/{SWEEP_PREFIX}{r}/pts.csv" for r in sweep_values(study)}
+
+
+rule cal_sweep:
     input:
-        lambda w: [
-            f"results/{w.study}/calibration/sweep/pts_R{r}.csv" for r in sweep_values(w.study)
-        ],
+        lambda w: list(sweep_records(w.study).values()),
     output:
         table=figure("results/{study}/calibration/sweep.csv", "cal_sweep", "Paper 1",
                      "{study}"),
         figure=figure("results/{study}/calibration/sweep.png", "cal_sweep", "Paper 1",
                       "{study}"),
     params:
-        pairs=lambda w: " ".join(
-            f"{r}=results/{w.study}/calibration/sweep/pts_R{r}.csv" for r in sweep_values(w.study)
-        ),
+        pairs=lambda w: " ".join(f"{r}={p}" for r, p in sweep_records(w.study).items()),
     log:
-        "results/logs/{study}/calibration_sweep.log",
+        "results/logs/{study}/cal_sweep.log",
     benchmark:
-        "results/benchmarks/rules/{study}/calibration_sweep.tsv"
+        "results/benchmarks/rules/{study}/cal_sweep.tsv"
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "simcalib calibration-sweep --records {params.pairs} --output {output.table} "
+        "simcalib cal-sweep --records {params.pairs} --output {output.table} "
         "--figure {output.figure} --title '{wildcards.study}: PtS proximity sweep' > {log} 2>&1"
 
 
-rule calibration_contexts:
+rule cal_contexts:
     input:
         ins="results/{study}/calibration/{strategy}.csv",
         oos="results/{study}/calibration/targets_{which}/{strategy}.csv",
@@ -318,14 +247,14 @@ rule calibration_contexts:
         figure=figure("results/{study}/calibration/contexts_{which}_{strategy}.png",
                       "cal_contexts", "Paper 1", "{study}"),
     log:
-        "results/logs/{study}/calibration_contexts_{which}_{strategy}.log",
+        "results/logs/{study}/cal_contexts_{which}_{strategy}.log",
     benchmark:
-        "results/benchmarks/rules/{study}/calibration_contexts_{which}_{strategy}.tsv"
+        "results/benchmarks/rules/{study}/cal_contexts_{which}_{strategy}.tsv"
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "simcalib calibration-contexts --insample {input.ins} --outofsample {input.oos} "
+        "simcalib cal-contexts --insample {input.ins} --outofsample {input.oos} "
         "--strategy {wildcards.strategy} --output {output.table} --figure {output.figure} "
         "> {log} 2>&1"
 
@@ -340,7 +269,7 @@ def noise_pairs(study):
     return {f"{s}:{noise_level(s):g}": f"results/{s}/calibration/pts.csv" for s in names}
 
 
-rule calibration_noise:
+rule cal_noise:
     input:
         lambda w: list(noise_pairs(w.study).values()),
     output:
@@ -351,14 +280,14 @@ rule calibration_noise:
     params:
         pairs=lambda w: " ".join(f"{k}={v}" for k, v in noise_pairs(w.study).items()),
     log:
-        "results/logs/{study}/calibration_noise.log",
+        "results/logs/{study}/cal_noise.log",
     benchmark:
-        "results/benchmarks/rules/{study}/calibration_noise.tsv"
+        "results/benchmarks/rules/{study}/cal_noise.tsv"
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "simcalib calibration-noise --records {params.pairs} --output {output.table} "
+        "simcalib cal-noise --records {params.pairs} --output {output.table} "
         "--figure {output.figure} > {log} 2>&1"
 
 

@@ -1,7 +1,7 @@
 # Metamodel stage (paper 1): train the study's ReLU metamodel on its dataset, then
-# Optimally-Predict every target with the MILP.  `train` reads only the metamodel
+# Optimally-Predict every target with the MILP.  `mm_train` reads only the metamodel
 # section plus the input/output names (a width change retrains, never re-simulates);
-# `optimize` reads the optimize section, the solver option set it names and the keys
+# `mm_optimize` reads the optimize section, the solver option set it names and the keys
 # that define the study's space.
 
 from simcalib.study import Study
@@ -45,7 +45,7 @@ def mm_threads(section, key):
     return fn
 
 
-rule train:
+rule mm_train:
     input:
         "results/{study}/dataset.csv",
     output:
@@ -53,21 +53,22 @@ rule train:
         meta="results/{study}/metamodel/metamodel.json",
     params:
         cfg=mm_train_params,
+        seed=config["seed"],
     log:
-        "results/logs/{study}/train.log",
+        "results/logs/{study}/mm_train.log",
     benchmark:
-        "results/benchmarks/rules/{study}/train.tsv"
+        "results/benchmarks/rules/{study}/mm_train.tsv"
     threads: mm_threads("metamodel", "threads")
     resources:
         mem_mb=2000,
         runtime=60,
     shell:
-        "simcalib train --study {wildcards.study} --params {params.cfg:q} "
-        "--seed {config[seed]} --dataset {input} --threads {threads} "
+        "simcalib mm-train --study {wildcards.study} --params {params.cfg:q} "
+        "--seed {params.seed} --dataset {input} --threads {threads} "
         "--outdir results/{wildcards.study}/metamodel > {log} 2>&1"
 
 
-rule optimize:
+rule mm_optimize:
     input:
         model="results/{study}/metamodel/model.pt",
         meta="results/{study}/metamodel/metamodel.json",
@@ -76,17 +77,18 @@ rule optimize:
         "results/{study}/op/op.csv",
     params:
         cfg=mm_optimize_params,
+        seed=config["seed"],
     log:
-        "results/logs/{study}/optimize.log",
+        "results/logs/{study}/mm_optimize.log",
     benchmark:
-        "results/benchmarks/rules/{study}/optimize.tsv"
+        "results/benchmarks/rules/{study}/mm_optimize.tsv"
     threads: mm_threads("solver", "threads")
     resources:
         mem_mb=4000,
         runtime=120,
     shell:
-        "simcalib optimize --study {wildcards.study} --params {params.cfg:q} "
-        "--seed {config[seed]} --metamodel results/{wildcards.study}/metamodel "
+        "simcalib mm-optimize --study {wildcards.study} --params {params.cfg:q} "
+        "--seed {params.seed} --metamodel results/{wildcards.study}/metamodel "
         "--targets {input.targets} --threads {threads} --output {output} > {log} 2>&1"
 
 

@@ -67,6 +67,7 @@ rule ms_data:
         mse="results/multisource/{ms_case}/theta_mse.csv",
     params:
         cfg=lambda w: as_json(MS[w.ms_case]["data"]),
+        seed=config["seed"],
     log:
         "results/logs/multisource/{ms_case}/data.log",
     benchmark:
@@ -77,7 +78,7 @@ rule ms_data:
         runtime=30,
     shell:
         "simcalib ms-data --case {wildcards.ms_case} --params {params.cfg:q} "
-        "--seed {config[seed]} --data {output.data} --spec {output.spec} "
+        "--seed {params.seed} --data {output.data} --spec {output.spec} "
         "--theta-mse {output.mse} > {log} 2>&1"
 
 
@@ -90,6 +91,7 @@ rule ms_fit_analytic:
         [f"results/multisource/analytic/{{ms_scenario}}/{f}" for f in MS_FIT_FILES],
     params:
         cfg=ms_fit_params("analytic"),
+        seed=config["seed"],
         outdir="results/multisource/analytic/{ms_scenario}",
     log:
         "results/logs/multisource/analytic/{ms_scenario}/fit.log",
@@ -101,7 +103,7 @@ rule ms_fit_analytic:
         runtime=ms_fit_runtime("analytic"),
     shell:
         "simcalib ms-fit --case analytic --scenario {wildcards.ms_scenario} "
-        "--params {params.cfg:q} --seed {config[seed]} --data {input.data} "
+        "--params {params.cfg:q} --seed {params.seed} --data {input.data} "
         "--spec {input.spec} --theta-mse {input.mse} --threads {threads} "
         "--outdir {params.outdir} > {log} 2>&1"
 
@@ -120,6 +122,7 @@ rule ms_fit_hardening:
         [f"results/multisource/hardening/{{ms_step}}/{{ms_scenario}}/{f}" for f in MS_FIT_FILES],
     params:
         cfg=lambda w: ms_fit_params("hardening", w.ms_step)(w),
+        seed=config["seed"],
         outdir="results/multisource/hardening/{ms_step}/{ms_scenario}",
         fixed=lambda w, input: f"--fixed {input.fixed}" if input.fixed else "",
     log:
@@ -132,7 +135,7 @@ rule ms_fit_hardening:
         runtime=ms_fit_runtime("hardening"),
     shell:
         "simcalib ms-fit --case hardening/{wildcards.ms_step} "
-        "--scenario {wildcards.ms_scenario} --params {params.cfg:q} --seed {config[seed]} "
+        "--scenario {wildcards.ms_scenario} --params {params.cfg:q} --seed {params.seed} "
         "--data {input.data} --spec {input.spec} --theta-mse {input.mse} {params.fixed} "
         "--threads {threads} --outdir {params.outdir} > {log} 2>&1"
 
@@ -144,6 +147,7 @@ rule ms_lsq:
         "results/multisource/{ms_case}/baseline_lsq.csv",
     params:
         cfg=lambda w: as_json(MS[w.ms_case]["data"]),
+        seed=config["seed"],
     log:
         "results/logs/multisource/{ms_case}/lsq.log",
     benchmark:
@@ -154,7 +158,7 @@ rule ms_lsq:
         runtime=30,
     shell:
         "simcalib ms-lsq --case {wildcards.ms_case} --params {params.cfg:q} "
-        "--seed {config[seed]} --data {input.data} --output {output} > {log} 2>&1"
+        "--seed {params.seed} --data {input.data} --output {output} > {log} 2>&1"
 
 
 rule ms_report_analytic:

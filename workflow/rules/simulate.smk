@@ -1,4 +1,5 @@
-# Simulation stage: design -> chunk jobs -> merged dataset, and held-out targets.
+# Simulation stage: design -> chunk jobs -> merged dataset, and held-out target sets
+# (the study's targets.csv and one targets_<name>.csv per extra_targets entry).
 
 from simcalib.simulation import n_chunks
 
@@ -10,8 +11,8 @@ TARGET_KEYS = ("simulator", "parameters", "contexts", "constraints", "outputs", 
 
 
 localrules:
-    design,
-    merge_chunks,
+    sim_design,
+    sim_merge,
 
 
 def chunk_files(ext):
@@ -22,24 +23,25 @@ def chunk_files(ext):
     return fn
 
 
-rule design:
+rule sim_design:
     output:
         "results/{study}/design.csv",
     params:
         cfg=study_params(*DESIGN_KEYS),
+        seed=config["seed"],
     log:
-        "results/logs/{study}/design.log",
+        "results/logs/{study}/sim_design.log",
     benchmark:
-        "results/benchmarks/rules/{study}/design.tsv"
+        "results/benchmarks/rules/{study}/sim_design.tsv"
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        "simcalib design --study {wildcards.study} --params {params.cfg:q} "
-        "--seed {config[seed]} --output {output} > {log} 2>&1"
+        "simcalib sim-design --study {wildcards.study} --params {params.cfg:q} "
+        "--seed {params.seed} --output {output} > {log} 2>&1"
 
 
-rule simulate_chunk:
+rule sim_run:
     input:
         "results/{study}/design.csv",
     output:
@@ -47,21 +49,22 @@ rule simulate_chunk:
         meta="results/{study}/chunks/chunk_{chunk}.json",
     params:
         cfg=study_params(*SIM_KEYS),
+        seed=config["seed"],
     log:
-        "results/logs/{study}/simulate_chunk_{chunk}.log",
+        "results/logs/{study}/sim_run_{chunk}.log",
     benchmark:
-        "results/benchmarks/rules/{study}/simulate_chunk_{chunk}.tsv"
+        "results/benchmarks/rules/{study}/sim_run_{chunk}.tsv"
     threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
     resources:
         mem_mb=2000,
         runtime=120,
     shell:
-        "simcalib simulate --study {wildcards.study} --params {params.cfg:q} "
-        "--seed {config[seed]} --design {input} --chunk {wildcards.chunk} "
+        "simcalib sim-run --study {wildcards.study} --params {params.cfg:q} "
+        "--seed {params.seed} --design {input} --chunk {wildcards.chunk} "
         "--threads {threads} --output {output.csv} --meta {output.meta} > {log} 2>&1"
 
 
-rule merge_chunks:
+rule sim_merge:
     input:
         csv=chunk_files("csv"),
         meta=chunk_files("json"),
@@ -69,50 +72,47 @@ rule merge_chunks:
         dataset="results/{study}/dataset.csv",
         summary="results/{study}/simulation_summary.json",
     log:
-        "results/logs/{study}/merge_chunks.log",
+        "results/logs/{study}/sim_merge.log",
     benchmark:
-        "results/benchmarks/rules/{study}/merge_chunks.tsv"
+        "results/benchmarks/rules/{study}/sim_merge.tsv"
     resources:
         mem_mb=2000,
         runtime=5,
     shell:
-        "simcalib merge --chunks {input.csv} --metas {input.meta} --output {output.dataset} "
+        "simcalib sim-merge --chunks {input.csv} --metas {input.meta} --output {output.dataset} "
         "--summary {output.summary} > {log} 2>&1"
 
 
-rule targets:
+wildcard_constraints:
+    tset="targets(_[A-Za-z0-9_]+)?",
+
+
+def tset_name(wildcards):
+    """The target set's name for `simcalib sim-targets --which`: "targets" (the study's
+    own set) or the name of one of its extra_targets."""
+    t = wildcards.tset
+    return "targets" if t == "targets" else t[len("targets_"):]
+
+
+rule sim_targets:
     output:
-        "results/{study}/targets.csv",
+        "results/{study}/{tset}.csv",
     params:
         cfg=study_params(*TARGET_KEYS),
+        which=tset_name,
+        seed=config["seed"],
     log:
-        "results/logs/{study}/targets.log",
+        "results/logs/{study}/sim_{tset}.log",
     benchmark:
-        "results/benchmarks/rules/{study}/targets.tsv"
+        "results/benchmarks/rules/{study}/sim_{tset}.tsv"
     threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
     resources:
         mem_mb=2000,
         runtime=60,
     shell:
-        "simcalib targets --study {wildcards.study} --params {params.cfg:q} "
-        "--seed {config[seed]} --threads {threads} --output {output} > {log} 2>&1"
-
-
-rule extra_targets:
-    output:
-        "results/{study}/targets_{which}.csv",
-    params:
-        cfg=study_params(*TARGET_KEYS),
-    log:
-        "results/logs/{study}/targets_{which}.log",
-    benchmark:
-        "results/benchmarks/rules/{study}/targets_{which}.tsv"
-    resources:
-        mem_mb=2000,
-        runtime=60,
-    shell:
-        "simcalib targets --study {wildcards.study} --params {params.cfg:q} "
-        "--seed {config[seed]} --which {wildcards.which} --output {output} > {log} 2>&1"
+        "simcalib sim-targets --study {wildcards.study} --params {params.cfg:q} "
+        "--seed {params.seed} --which {params.which} --threads {threads} --output {output} "
+        "> {log} 2>&1"
 
 
 for _s in STUDIES:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from simcalib import io
 from simcalib.commands._common import add_study_args, load_params, seed_from_args, study_from_args
-from simcalib.errors import ConfigError, DataError
+from simcalib.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate-anchors", help="full-space OP point of every target")
+    p = sub.add_parser("cal-anchors", help="full-space OP point of every target")
     _add_common(p)
     p.add_argument("--output", required=True, help="anchors CSV to write")
     p.set_defaults(func=cmd_anchors)
 
-    p = sub.add_parser("calibrate", help="run one calibration strategy on every target")
+    p = sub.add_parser("cal-run", help="run one calibration strategy on every target")
     _add_common(p)
     p.add_argument("--strategy", required=True, help="rs, op, stp, pts, adaptive or blackbox")
     p.add_argument("--proximity", type=float,
@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", help="run log CSV to write (every simulator run, failed or not)")
     p.set_defaults(func=cmd_calibrate)
 
-    p = sub.add_parser("calibration-summary",
+    p = sub.add_parser("cal-summary",
                        help="per-strategy summary table and box plots (Figs. 2, 4, 6)")
     p.add_argument("--records", nargs="+", required=True, help="STRATEGY=CSV pairs")
     p.add_argument("--output", required=True, help="summary CSV to write")
@@ -73,14 +73,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="")
     p.set_defaults(func=cmd_summary)
 
-    p = sub.add_parser("calibration-sweep", help="PtS proximity sweep table and Fig. 5")
+    p = sub.add_parser("cal-sweep", help="PtS proximity sweep table and Fig. 5")
     p.add_argument("--records", nargs="+", required=True, help="R=CSV pairs")
     p.add_argument("--output", required=True)
     p.add_argument("--figure")
     p.add_argument("--title", default="")
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("calibration-contexts",
+    p = sub.add_parser("cal-contexts",
                        help="in-sample vs out-of-sample contexts table and Fig. 7")
     p.add_argument("--insample", required=True, help="records CSV on the study's targets")
     p.add_argument("--outofsample", required=True, help="records CSV on unseen contexts")
@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--figure")
     p.set_defaults(func=cmd_contexts)
 
-    p = sub.add_parser("calibration-noise", help="PtS across noise levels (Appendix F)")
+    p = sub.add_parser("cal-noise", help="PtS across noise levels (Appendix F)")
     p.add_argument("--records", nargs="+", required=True,
                    help="STUDY:NOISE=CSV triples (NOISE: the study's relative noise sd)")
     p.add_argument("--output", required=True)
@@ -104,38 +104,25 @@ def _solver(args: argparse.Namespace) -> dict:
         return load_params(args.solver)
     if getattr(args, "config", None):
         from simcalib.config import load_config
+        from simcalib.metamodel.strategies.settings import solver_options
 
-        cfg = load_config(args.config)
-        study = cfg["studies"][args.study]
-        name = (study.get("calibration") or {}).get("solver") or \
-            (study.get("optimize") or {}).get("solver")
-        if name:
-            return dict(cfg.get("solvers", {})[name])
+        return solver_options(load_config(args.config), args.study)
     return {}
 
 
 def _study(args: argparse.Namespace):
-    """The study; ``--params`` JSON has sorted keys (Snakemake's ``as_json``), so the
-    input order travels separately as ``input_order`` (tunables, then contexts)."""
+    """The study (``--params`` keeps the config's key order: the order of parameters and
+    contexts is the metamodel's input order)."""
     from simcalib.study import Study
 
     if getattr(args, "config", None):
         return study_from_args(args)
-    cfg = load_params(args.params)
-    order = cfg.pop("input_order", None)
-    if order is not None:
-        for sec in ("parameters", "contexts"):
-            items = cfg.get(sec) or {}
-            unknown = set(items) - set(order)
-            if unknown:
-                raise ConfigError("--params", f"input_order misses {sorted(unknown)}")
-            cfg[sec] = {k: items[k] for k in order if k in items}
-    return Study(args.study, cfg)
+    return Study(args.study, load_params(args.params))
 
 
 def _load(args: argparse.Namespace):
-    from simcalib.metamodel import Metamodel
-    from simcalib.strategies import check_compatible
+    from simcalib.metamodel.network import Metamodel
+    from simcalib.metamodel.strategies.ledger import check_compatible
 
     study = _study(args)
     mm = Metamodel.load(args.metamodel)
@@ -152,7 +139,7 @@ def _records(path: str) -> pd.DataFrame:
 # ---- verbs ---------------------------------------------------------------------------
 
 def cmd_anchors(args: argparse.Namespace) -> int:
-    from simcalib.strategies import compute_anchors
+    from simcalib.metamodel.strategies.runner import compute_anchors
 
     study, mm, targets = _load(args)
     t0 = time.perf_counter()
@@ -165,7 +152,7 @@ def cmd_anchors(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from simcalib.strategies import calibrate
+    from simcalib.metamodel.strategies.runner import calibrate
 
     study, mm, targets = _load(args)
     settings = dict(study.cfg.get("calibration") or {})
@@ -187,8 +174,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from simcalib.calibration_plots import fig_rs_vs_op, fig_strategies
-    from simcalib.strategies import summarize
+    from simcalib.metamodel.plots import fig_rs_vs_op, fig_strategies
+    from simcalib.metamodel.strategies.summary import summarize
 
     recs = {k: _records(v) for k, v in _pairs(args.records, "--records")}
     summ = summarize(recs)
@@ -206,8 +193,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from simcalib.calibration_plots import fig_sweep
-    from simcalib.strategies import sweep_summary
+    from simcalib.metamodel.plots import fig_sweep
+    from simcalib.metamodel.strategies.summary import sweep_summary
 
     recs = {}
     for k, v in _pairs(args.records, "--records"):
@@ -223,26 +210,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def contexts_table(ins: pd.DataFrame, oos: pd.DataFrame, strategy: str = "") -> pd.DataFrame:
-    import numpy as np
-
-    rows = []
-    for lab, df in (("in-sample", ins), ("out-of-sample", oos)):
-        names = [c[len("true_"):] for c in df.columns if c.startswith("true_")]
-        row = {"set": lab, "strategy": strategy or str(df["strategy"].iloc[0]),
-               "targets": len(df), "median_error": float(df["error"].median()),
-               "mean_error": float(df["error"].mean()),
-               "median_distance": float(df["distance"].median())}
-        for n in names:
-            t, c = df[f"true_{n}"].to_numpy(float), df[f"x_{n}"].to_numpy(float)
-            row[f"mae_{n}"] = float(np.nanmean(np.abs(t - c)))
-            row[f"corr_{n}"] = float(np.corrcoef(t, c)[0, 1]) if len(t) > 2 else float("nan")
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def cmd_contexts(args: argparse.Namespace) -> int:
-    from simcalib.calibration_plots import fig_contexts
+    from simcalib.metamodel.plots import fig_contexts
+    from simcalib.metamodel.strategies.summary import contexts_table
 
     ins, oos = _records(args.insample), _records(args.outofsample)
     out = contexts_table(ins, oos, args.strategy)
@@ -256,32 +226,18 @@ def cmd_contexts(args: argparse.Namespace) -> int:
 
 
 def cmd_noise(args: argparse.Namespace) -> int:
-    import numpy as np
+    from simcalib.metamodel.plots import fig_noise
+    from simcalib.metamodel.strategies.summary import noise_table
 
-    from simcalib.calibration_plots import fig_noise
-
-    rows, recs = [], {}
+    recs = {}
     for key, path in _pairs(args.records, "--records"):
         if ":" not in key:
             raise ConfigError("--records", f"expected STUDY:NOISE=CSV, got {key!r}")
         study, noise = key.rsplit(":", 1)
-        df = _records(path)
-        recs[study] = df
-        e, d = df["error"].to_numpy(float), df["distance"].to_numpy(float)
-        row = {"study": study, "noise_level": float(noise), "targets": len(df),
-               "median_error": float(np.nanmedian(e)), "mean_error": float(np.nanmean(e)),
-               "iqr_error": float(np.subtract(*np.nanpercentile(e, [75, 25]))),
-               "median_distance": float(np.nanmedian(d)),
-               "iqr_distance": float(np.subtract(*np.nanpercentile(d, [75, 25]))),
-               "sd_distance": float(np.nanstd(d, ddof=1)) if len(d) > 1 else float("nan")}
-        if "mc_sd" in df:
-            row["median_mc_sd"] = float(np.nanmedian(df["mc_sd"]))
-        rows.append(row)
-    if not rows:
-        raise DataError("--records", "no records")
-    out = pd.DataFrame(rows).sort_values("noise_level").reset_index(drop=True)
+        recs[study] = (float(noise), _records(path))
+    out = noise_table(recs)
     io.write_csv(out, args.output)
     if args.figure:
-        fig_noise(out, recs, args.figure)
+        fig_noise(out, {k: v[1] for k, v in recs.items()}, args.figure)
     print(out.to_string(index=False))
     return 0

@@ -19,7 +19,7 @@ log = logging.getLogger("simcalib.metamodel")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a study's metamodel on its dataset",
+    p = sub.add_parser("mm-train", help="train a study's metamodel on its dataset",
                        description="Train the ReLU metamodel (inputs and outputs standardised on "
                        "the training split, Adam, early stopping) and write model.pt + "
                        "metamodel.json (architecture, scalers, names, test R2/MAE).")
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, help="torch threads (default: metamodel.threads)")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("optimize", help="Optimally-Predict every target of a targets file",
+    p = sub.add_parser("mm-optimize", help="Optimally-Predict every target of a targets file",
                        description="For each target (status ok), minimise the weighted sum of "
                        "|metamodel output - target| on standardised outputs over the tunable "
                        "inputs, contexts fixed at the target's, with the MILP backend of the "
@@ -60,7 +60,7 @@ def _train_params(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from simcalib.metamodel import train_metamodel
+    from simcalib.metamodel.network import train_metamodel
 
     cfg, inputs, outputs = _train_params(args)
     if args.threads:
@@ -102,7 +102,7 @@ def _optimize_params(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dic
 def op_rows(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: dict[str, Any],
             solver: dict[str, Any], seed: int) -> pd.DataFrame:
     """One row per target (per alternative), in the op.csv layout."""
-    from simcalib.milp import alternative_optima, optimize
+    from simcalib.metamodel.milp import alternative_optima, optimize
 
     alt = opt.get("alternatives") or {}
     k = int(alt.get("k", 1))
@@ -139,7 +139,7 @@ def op_rows(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: dict[st
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from simcalib.metamodel import Metamodel
+    from simcalib.metamodel.network import Metamodel
 
     space, opt, solver = _optimize_params(args)
     if args.threads:

@@ -13,14 +13,14 @@ log = logging.getLogger("simcalib.simulation")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("design", help="write a study's design (run_id + input columns)",
+    p = sub.add_parser("sim-design", help="write a study's design (run_id + input columns)",
                        description="Draw the study's design (Sobol, LHS or uniform, seeded from "
                        "the top-level seed and the study name) and write it as CSV.")
     add_study_args(p)
     p.add_argument("--output", required=True, help="design CSV to write")
     p.set_defaults(func=cmd_design)
 
-    p = sub.add_parser("simulate", help="simulate one chunk of a design",
+    p = sub.add_parser("sim-run", help="simulate one chunk of a design",
                        description="Run the study's simulator on rows "
                        "[chunk*chunk_size, (chunk+1)*chunk_size) of the design. Failed runs "
                        "become rows with a status, never a crash.")
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--meta", help="JSON sidecar with runs, failures and seconds")
     p.set_defaults(func=cmd_simulate)
 
-    p = sub.add_parser("merge", help="merge simulated chunks into the dataset",
+    p = sub.add_parser("sim-merge", help="merge simulated chunks into the dataset",
                        description="Concatenate chunk CSVs (sorted by run_id) into "
                        "dataset.csv and write the simulation summary JSON.")
     p.add_argument("--chunks", nargs="+", required=True, help="chunk CSVs")
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", required=True, help="simulation_summary.json to write")
     p.set_defaults(func=cmd_merge)
 
-    p = sub.add_parser("targets", help="draw and simulate held-out calibration targets",
+    p = sub.add_parser("sim-targets", help="draw and simulate held-out calibration targets",
                        description="Draw target inputs (a stream independent of the design), "
                        "simulate them, and write target_id + inputs + outputs + status.")
     add_study_args(p)

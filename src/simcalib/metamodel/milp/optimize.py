@@ -15,18 +15,19 @@ from typing import Any
 
 import numpy as np
 
+from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError
-from simcalib.metamodel import Metamodel
-from simcalib.milp.bounds import NeuronBounds, compute_bounds, interval_bounds
-from simcalib.milp.formulation import MILPModel, build_milp
-from simcalib.milp.problem import (
+from simcalib.metamodel.milp.bounds import NeuronBounds, compute_bounds, interval_bounds
+from simcalib.metamodel.milp.formulation import MILPModel, build_milp
+from simcalib.metamodel.milp.problem import (
+    OPProblem,
     OPResult,
-    Problem,
     build_problem,
     check_forward,
     full_inputs,
 )
-from simcalib.milp.warmstart import warm_start as search_warm_start
+from simcalib.metamodel.milp.warmstart import warm_start as search_warm_start
+from simcalib.metamodel.network import Metamodel
 from simcalib.seeds import rng
 from simcalib.space import Space
 
@@ -34,22 +35,9 @@ log = logging.getLogger(__name__)
 
 BACKENDS = ("highs", "gurobi")
 
-#: Defaults of one solver option set (mirrors solvers.schema.yaml).
-SOLVER_DEFAULTS: dict[str, Any] = {
-    "backend": "highs",
-    "time_limit": 60.0,
-    "mip_gap_abs": 1e-4,
-    "mip_gap_rel": 0.0,
-    "threads": 2,
-    "feasibility_tol": 1e-8,
-    "check_tol": 1e-5,
-    "use_bounds": True,
-    "obbt": {"enabled": True, "time_limit": 10.0},
-    "warm_start": {"enabled": True, "samples": 20000, "local": 5, "maxiter": 200,
-                   "distinct": 0.02},
-    "options": {},
-    "log": False,
-}
+#: Defaults of one solver option set, from solvers.schema.yaml (the one source of truth).
+SOLVER_DEFAULTS: dict[str, Any] = schema_defaults("solvers.schema.yaml", "option_set",
+                                                  {"backend": "highs"})
 
 
 def solver_settings(solver: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -73,8 +61,8 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
             box: tuple[np.ndarray, np.ndarray] | None, weights: Mapping[str, float] | None,
             warm_start: np.ndarray | None, seed: int, cutoff_slack: float = 0.0,
             allow_trivial: bool = True
-            ) -> tuple[Problem, dict[str, Any], NeuronBounds, np.ndarray | None, dict[str, Any]]:
-    """Problem, settings, bounds and warm-start point (shared with alternatives)."""
+            ) -> tuple[OPProblem, dict[str, Any], NeuronBounds, np.ndarray | None, dict[str, Any]]:
+    """OPProblem, settings, bounds and warm-start point (shared with alternatives)."""
     s = solver_settings(solver)
     problem = build_problem(mm, space, target, context, box, weights)
     x0, f0, wstats = search_warm_start(problem, space, s["warm_start"],
@@ -105,7 +93,7 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     return problem, s, nb, x0, wstats
 
 
-def finish(mm: Metamodel, space: Space, problem: Problem, model: MILPModel | None,
+def finish(mm: Metamodel, space: Space, problem: OPProblem, model: MILPModel | None,
            values: np.ndarray | None, x: np.ndarray | None, y_milp: np.ndarray | None,
            status: str, bound: float, nodes: int, seconds: float, backend: str,
            check_tol: float, info: dict[str, Any]) -> OPResult:
@@ -147,7 +135,7 @@ def optimize(mm: Metamodel, space: Space, target: Mapping[str, float],
                       time.perf_counter() - t0, s["backend"] if s["use_bounds"] or
                       s["backend"] == "highs" else "gurobi-plain", float(s["check_tol"]), info)
     if s["backend"] == "highs":
-        from simcalib.milp import highs_backend
+        from simcalib.metamodel.milp import highs_backend
 
         model = build_milp(problem, nb)
         info["model"] = {"cols": model.n_cols, "rows": model.n_rows,
@@ -159,7 +147,7 @@ def optimize(mm: Metamodel, space: Space, target: Mapping[str, float],
         y = raw.values[model.y] if raw.values is not None else None
         return finish(mm, space, problem, model, raw.values, x, y, raw.status, raw.bound,
                       raw.nodes, time.perf_counter() - t0, "highs", float(s["check_tol"]), info)
-    from simcalib.milp import gurobi_backend
+    from simcalib.metamodel.milp import gurobi_backend
 
     raw = gurobi_backend.solve_predictor(problem, nb, s, x0, seed)
     info["solve_seconds"] = raw.seconds

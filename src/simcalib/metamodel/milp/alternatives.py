@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 
 from simcalib.errors import ConfigError
-from simcalib.metamodel import Metamodel
-from simcalib.milp.formulation import MILPModel, build_milp
-from simcalib.milp.optimize import finish, prepare
-from simcalib.milp.problem import OPResult, Problem
+from simcalib.metamodel.milp.formulation import MILPModel, build_milp
+from simcalib.metamodel.milp.optimize import finish, prepare
+from simcalib.metamodel.milp.problem import OPProblem, OPResult
+from simcalib.metamodel.network import Metamodel
 from simcalib.space import Space
 
 
-def _exclude(model: MILPModel, problem: Problem, space: Space, x_prev: np.ndarray,
+def _exclude(model: MILPModel, problem: OPProblem, space: Space, x_prev: np.ndarray,
              distance: float) -> None:
     glo, ghi = space.global_bounds()
     span = np.where(ghi > glo, ghi - glo, 1.0)
@@ -80,13 +80,13 @@ def alternative_optima(mm: Metamodel, space: Space, target: Mapping[str, float],
             _exclude(model, problem, space, r.x, distance)
         warm = model.solution_from_x(problem, x0) if (i == 0 and x0 is not None) else None
         if s["backend"] == "highs":
-            from simcalib.milp import highs_backend
+            from simcalib.metamodel.milp import highs_backend
 
             raw = highs_backend.solve(model, s, warm, seed + i)
             values = raw.values
             status, bound, nodes = raw.status, raw.bound, raw.nodes
         else:
-            from simcalib.milp import gurobi_backend
+            from simcalib.metamodel.milp import gurobi_backend
 
             g = gurobi_backend.solve_model(model, s, warm, seed + i)
             values, status, bound, nodes = g.values, g.status, g.bound, g.nodes

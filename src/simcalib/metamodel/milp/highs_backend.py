@@ -1,4 +1,4 @@
-"""Solve a :class:`~simcalib.milp.formulation.MILPModel` with HiGHS (``highspy``).
+"""Solve a :class:`~simcalib.metamodel.milp.formulation.MILPModel` with HiGHS (``highspy``).
 
 Solver options come from the option set: ``time_limit``, ``mip_gap_abs`` (the
 absolute gap on the standardised objective that counts as proven optimal),
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from simcalib.errors import ConfigError
-from simcalib.milp.formulation import MILPModel
+from simcalib.metamodel.milp.formulation import MILPModel
 
 
 @dataclass

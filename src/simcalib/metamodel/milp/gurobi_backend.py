@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from simcalib.errors import SimcalibError
-from simcalib.milp.bounds import NeuronBounds
-from simcalib.milp.formulation import MILPModel
-from simcalib.milp.problem import Problem
+from simcalib.metamodel.milp.bounds import NeuronBounds
+from simcalib.metamodel.milp.formulation import MILPModel
+from simcalib.metamodel.milp.problem import OPProblem
 
 
 class SolverLicenceError(SimcalibError):
@@ -98,7 +98,7 @@ def _optimize(gp: Any, m: Any) -> None:
         raise
 
 
-def solve_predictor(problem: Problem, nb: NeuronBounds, s: Mapping[str, Any],
+def solve_predictor(problem: OPProblem, nb: NeuronBounds, s: Mapping[str, Any],
                     x0: np.ndarray | None, seed: int) -> GurobiSolve:
     """gurobi-ml model of the folded network; our bounds when ``use_bounds``."""
     gp = _import()

@@ -1,6 +1,6 @@
 """Figures of the calibration experiments (paper 1, Figs. 2, 4-7 and Appendix F).
 
-Each function takes the per-target record tables written by ``simcalib calibrate``
+Each function takes the per-target record tables written by ``simcalib cal-run``
 and writes one PNG atomically; numbers printed on the figures are the same ones the
 CSV tables next to them hold.
 """
@@ -19,9 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from simcalib.io import atomic_path  # noqa: E402
-
-LABELS = {"rs": "RS", "op": "OP", "stp": "StP", "pts": "PtS", "adaptive": "Adaptive",
-          "blackbox": "TPE"}
+from simcalib.metamodel.strategies.registry import labels  # noqa: E402
 
 
 def _save(fig: plt.Figure, path: str | os.PathLike[str]) -> None:
@@ -60,7 +58,7 @@ def fig_strategies(records: Mapping[str, pd.DataFrame], path: str | os.PathLike[
     """Fig. 4 / Fig. 6: actual error per strategy, medians printed."""
     names = list(records)
     n = len(next(iter(records.values()))) if records else 0
-    _metric_panels(records, names, [LABELS.get(s, s) for s in names], path,
+    _metric_panels(records, names, [labels().get(s, s) for s in names], path,
                    title or f"calibration strategies, {n} targets", width=1.3,
                    colors=["#fc9272" if s == "rs" else "#9ecae1" if s == "op" else "#a1d99b"
                            for s in names])

@@ -1,11 +1,11 @@
 """The OP problem in solver-independent form.
 
 :func:`build_problem` turns (metamodel, space, target, context, box, weights) into a
-:class:`Problem`: the network as a list of ``(W, b)`` acting on the *raw tunable
+:class:`OPProblem`: the network as a list of ``(W, b)`` acting on the *raw tunable
 inputs* (input standardisation and the fixed contexts folded into the first layer),
 the tunable box, integrality, the linear domain constraints (contexts moved to the
 right-hand side) and the standardised target.  Every backend builds its model from a
-Problem, and :func:`check_forward` compares a solver's output values with torch.
+OPProblem, and :func:`check_forward` compares a solver's output values with torch.
 
 All bad-input checks live here, so every backend gives the same clear errors.
 """
@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from simcalib.errors import ConfigError, DataError, SimcalibError
-from simcalib.metamodel import DTYPE, Metamodel
+from simcalib.metamodel.network import DTYPE, Metamodel
 from simcalib.space import Space
 
 
@@ -49,7 +49,7 @@ class OPResult:
 
 
 @dataclass
-class Problem:
+class OPProblem:
     layers: list[tuple[np.ndarray, np.ndarray]]  # on raw tunables; ReLU between
     lo: np.ndarray
     hi: np.ndarray
@@ -180,7 +180,7 @@ def check_box(space: Space, context: Mapping[str, float],
 def build_problem(mm: Metamodel, space: Space, target: Mapping[str, float],
                   context: Mapping[str, float] | None,
                   box: tuple[np.ndarray, np.ndarray] | None = None,
-                  weights: Mapping[str, float] | None = None) -> Problem:
+                  weights: Mapping[str, float] | None = None) -> OPProblem:
     context = {k: float(v) for k, v in (context or {}).items()}
     if sorted(mm.input_names) != sorted(space.input_names):
         raise DataError("metamodel", f"metamodel inputs {mm.input_names} differ from the "
@@ -220,7 +220,7 @@ def build_problem(mm: Metamodel, space: Space, target: Mapping[str, float],
         rows.append(a)
         rhs.append(r)
         eq.append(con.sense == "==")
-    return Problem(
+    return OPProblem(
         layers=folded, lo=lo, hi=hi, integer=space.integer_mask.copy(),
         A=np.array(rows).reshape(len(rows), nt), rhs=np.array(rhs, dtype=float),
         equality=np.array(eq, dtype=bool), target_scaled=mm.scale_outputs(z), weights=w,
@@ -228,14 +228,14 @@ def build_problem(mm: Metamodel, space: Space, target: Mapping[str, float],
         context=context)
 
 
-def full_inputs(mm: Metamodel, problem: Problem, x: np.ndarray) -> np.ndarray:
+def full_inputs(mm: Metamodel, problem: OPProblem, x: np.ndarray) -> np.ndarray:
     """Tunables + contexts as one row in the metamodel's input order."""
     vals = dict(zip(problem.tunable_names, np.asarray(x, dtype=float), strict=True))
     vals.update(problem.context)
     return np.array([vals[n] for n in mm.input_names], dtype=float)
 
 
-def check_forward(mm: Metamodel, space: Space, problem: Problem, x: np.ndarray,
+def check_forward(mm: Metamodel, space: Space, problem: OPProblem, x: np.ndarray,
                   milp_outputs: np.ndarray, tol: float = 1e-5) -> np.ndarray:
     """Torch's forward pass (the metamodel itself, not the folded copy) at ``x`` must
     equal the MILP's standardised output values to ``tol``; returns torch's values.

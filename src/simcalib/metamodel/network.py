@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from simcalib import io
+from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError, DataError
 from simcalib.seeds import int_seed, rng
 
@@ -45,24 +46,10 @@ MODEL_FILE = "model.pt"
 META_FILE = "metamodel.json"
 DTYPE = torch.float64
 
-#: Defaults of the ``metamodel`` config section (mirrors metamodel.schema.yaml).
-DEFAULTS: dict[str, Any] = {
-    "hidden": [64, 64],
-    "dropout": 0.0,
-    "loss": "mse",
-    "lr": 3e-3,
-    "weight_decay": 0.0,
-    "batch_size": 256,
-    "epochs": 1000,
-    "patience": 100,
-    "lr_patience": 30,
-    "lr_factor": 0.5,
-    "min_lr": 1e-5,
-    "split": {"train": 0.7, "val": 0.15, "test": 0.15},
-    "threads": 1,
-    "fine_tune_epochs": 100,
-    "fine_tune_lr": 1e-3,
-}
+#: Defaults of the ``metamodel`` config section, from metamodel.schema.yaml (the one
+#: source of truth); ``enabled`` is the workflow's switch, not a training setting.
+DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("metamodel.schema.yaml").items()
+                            if k != "enabled"}
 
 
 def _cfg(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -428,6 +415,6 @@ def fine_tune(mm: Metamodel, df_new: pd.DataFrame, cfg: Mapping[str, Any], seed:
 # ---- config checks a schema cannot express -------------------------------------------
 
 
-# The config check (split sums to 1, optimize.weights name outputs) lives with the
-# other study checks, so validating a config never has to import torch.
-from simcalib.study import check_metamodel_config as check_config  # noqa: E402,F401
+# The config check (split sums to 1, optimize.weights name outputs) lives in
+# simcalib.metamodel.checks, so validating a config never has to import torch.
+from simcalib.metamodel.checks import check_metamodel_config as check_config  # noqa: E402,F401

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simcalib.milp.problem import Problem
+from simcalib.metamodel.milp.problem import OPProblem
 
 INF = 1e30
 
@@ -69,7 +69,7 @@ def _affine_interval(W: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarra
     return Wp @ lo + Wn @ hi + b, Wp @ hi + Wn @ lo + b
 
 
-def interval_bounds(problem: Problem, lo: np.ndarray | None = None,
+def interval_bounds(problem: OPProblem, lo: np.ndarray | None = None,
                     hi: np.ndarray | None = None,
                     start: list[tuple[np.ndarray, np.ndarray]] | None = None
                     ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -97,7 +97,7 @@ class _LP:
     triangle relaxation of each unstable ReLU (equalities for stable ones), outputs,
     and, with an objective cutoff, |y - ẑ| rows and Σ w t <= cutoff."""
 
-    def __init__(self, problem: Problem, x_lo: np.ndarray, x_hi: np.ndarray,
+    def __init__(self, problem: OPProblem, x_lo: np.ndarray, x_hi: np.ndarray,
                  pre: list[tuple[np.ndarray, np.ndarray]], cutoff: float | None,
                  threads: int) -> None:
         import highspy
@@ -174,7 +174,7 @@ class _LP:
         return out[0], out[1]
 
 
-def tighten_bounds(problem: Problem, time_limit: float = 10.0, threads: int = 1,
+def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 1,
                    cutoff: float | None = None, rounds: int = 2, abs_tol: float = 1e-6,
                    rel_tol: float = 1e-7) -> NeuronBounds:
     """Interval bounds, then LP-based tightening (see module doc).
@@ -239,7 +239,7 @@ def tighten_bounds(problem: Problem, time_limit: float = 10.0, threads: int = 1,
                         tightened_layers=tightened, complete=complete, x_lo=x_lo, x_hi=x_hi)
 
 
-def compute_bounds(problem: Problem, obbt: dict | None, threads: int = 1,
+def compute_bounds(problem: OPProblem, obbt: dict | None, threads: int = 1,
                    cutoff: float | None = None) -> NeuronBounds:
     """Bounds as configured: ``obbt.enabled`` (default true), ``obbt.time_limit``,
     ``obbt.rounds``; ``cutoff`` as in :func:`tighten_bounds`."""

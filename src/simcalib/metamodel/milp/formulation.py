@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simcalib.milp.bounds import NeuronBounds
-from simcalib.milp.problem import Problem
+from simcalib.metamodel.milp.bounds import NeuronBounds
+from simcalib.metamodel.milp.problem import OPProblem
 
 INF = np.inf
 
@@ -83,7 +83,7 @@ class MILPModel:
         value = np.concatenate([r[1] for r in self.rows]) if self.rows else np.zeros(0)
         return starts, index.astype(np.int64), value.astype(float)
 
-    def solution_from_x(self, problem: Problem, x: np.ndarray) -> np.ndarray:
+    def solution_from_x(self, problem: OPProblem, x: np.ndarray) -> np.ndarray:
         """A full column vector (h, d, y, t) consistent with tunables ``x``: the
         incumbent handed to the solver as a warm start."""
         sol = np.zeros(self.n_cols)
@@ -100,7 +100,7 @@ class MILPModel:
         return sol
 
 
-def build_milp(problem: Problem, bounds: NeuronBounds) -> MILPModel:
+def build_milp(problem: OPProblem, bounds: NeuronBounds) -> MILPModel:
     m = MILPModel()
     x_lo = problem.lo if bounds.x_lo is None else bounds.x_lo
     x_hi = problem.hi if bounds.x_hi is None else bounds.x_hi

@@ -21,11 +21,11 @@ import numpy as np
 from scipy.optimize import minimize
 
 from simcalib.errors import ConfigError
-from simcalib.milp.problem import Problem
+from simcalib.metamodel.milp.problem import OPProblem
 from simcalib.space import Space
 
 
-def objective_and_grad(problem: Problem, x: np.ndarray) -> tuple[float, np.ndarray]:
+def objective_and_grad(problem: OPProblem, x: np.ndarray) -> tuple[float, np.ndarray]:
     """Σ w |y(x) - ẑ| and a (sub)gradient with respect to the raw tunables."""
     acts = [np.asarray(x, dtype=float)]
     pre = []
@@ -48,7 +48,7 @@ def objective_and_grad(problem: Problem, x: np.ndarray) -> tuple[float, np.ndarr
     return f, g
 
 
-def sample_search(problem: Problem, space: Space, n: int, rng: np.random.Generator,
+def sample_search(problem: OPProblem, space: Space, n: int, rng: np.random.Generator,
                   keep: int = 1, batch: int = 50_000) -> tuple[np.ndarray, np.ndarray]:
     """Best ``keep`` of ``n`` random feasible points in the problem's box:
     (points (keep, d), objectives (keep,))."""
@@ -71,7 +71,7 @@ def sample_search(problem: Problem, space: Space, n: int, rng: np.random.Generat
     return X[order], f[order]
 
 
-def _continuous(problem: Problem, x0: np.ndarray, maxiter: int) -> np.ndarray:
+def _continuous(problem: OPProblem, x0: np.ndarray, maxiter: int) -> np.ndarray:
     cont = ~problem.integer
     if not cont.any():
         return x0
@@ -102,7 +102,7 @@ def _continuous(problem: Problem, x0: np.ndarray, maxiter: int) -> np.ndarray:
     return out
 
 
-def local_refine(problem: Problem, x0: np.ndarray, maxiter: int = 200, rounds: int = 5
+def local_refine(problem: OPProblem, x0: np.ndarray, maxiter: int = 200, rounds: int = 5
                  ) -> tuple[np.ndarray, float]:
     """Continuous polish plus integer ±1 moves; never returns a worse or infeasible
     point than ``x0`` (assumed feasible)."""
@@ -135,7 +135,7 @@ def local_refine(problem: Problem, x0: np.ndarray, maxiter: int = 200, rounds: i
     return best, best_f
 
 
-def multistart_lbfgs(problem: Problem, space: Space, starts: int, rng: np.random.Generator,
+def multistart_lbfgs(problem: OPProblem, space: Space, starts: int, rng: np.random.Generator,
                      maxiter: int = 200) -> tuple[np.ndarray, float]:
     """The benchmark baseline: local refinement from ``starts`` random feasible points."""
     df = space.sample_tunables(starts, rng, "uniform", problem.context,
@@ -149,7 +149,7 @@ def multistart_lbfgs(problem: Problem, space: Space, starts: int, rng: np.random
     return best_x, float(best_f)
 
 
-def warm_start(problem: Problem, space: Space, cfg: Mapping[str, Any] | None,
+def warm_start(problem: OPProblem, space: Space, cfg: Mapping[str, Any] | None,
                rng: np.random.Generator) -> tuple[np.ndarray | None, float, dict[str, Any]]:
     """Sampling then refinement of the best ``local`` distinct samples.  Returns
     (x or None, objective, stats); ``None`` when disabled or when no feasible point

@@ -1,0 +1,280 @@
+"""One target's calibration run: the target, the budget ledger, and the calls every
+strategy makes (sample, simulate, OP).
+
+Errors are on normalised outputs: each output divided by the metamodel's training-set
+standard deviation (``Metamodel.y_std``), so ``error`` (actual, Delta) is
+sum_j |S_j(x) - z_j| / s_j and ``predicted_error`` (delta) is sum_j |M_j(x) - z_j| / s_j.
+``distance`` is the Euclidean distance between x and x* after
+:meth:`Space.to_unit` (each input scaled to [0, 1] over its global bounds).
+
+Simulation runs are real simulator calls (:func:`simcalib.simulation.simulate_rows`),
+seeded from (seed, study, strategy, target, run index).  A failed run counts against
+the budget, is kept in the run log and never chosen.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simcalib.errors import DataError
+from simcalib.seeds import int_seed, rng
+from simcalib.simulation import simulate_rows
+from simcalib.study import Study
+
+log = logging.getLogger(__name__)
+
+OptimizeFn = Callable[..., Any]
+
+@dataclass
+class Target:
+    target_id: int
+    x_true: np.ndarray          # tunables, raw
+    context: dict[str, float]
+    z: np.ndarray               # outputs in the metamodel's output order
+    ok: bool = True
+
+
+def check_compatible(study: Study, mm: Any, source: str = "metamodel") -> None:
+    """The metamodel must map exactly the study's inputs to the study's outputs."""
+    if list(mm.input_names) != list(study.input_names):
+        raise DataError(source, f"metamodel inputs {list(mm.input_names)} differ from the "
+                        f"study's inputs {list(study.input_names)}")
+    if sorted(mm.output_names) != sorted(study.outputs):
+        raise DataError(source, f"metamodel outputs {list(mm.output_names)} differ from the "
+                        f"study's outputs {list(study.outputs)}")
+
+
+def read_targets(df: pd.DataFrame, study: Study, mm: Any, source: str = "targets") -> list[Target]:
+    """Targets from a ``targets.csv`` table, outputs in the metamodel's order."""
+    need = ["target_id", *study.input_names, *mm.output_names]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise DataError(source, f"the target file does not match the metamodel: missing "
+                        f"column(s) {missing} (metamodel outputs {list(mm.output_names)}, "
+                        f"inputs {list(study.input_names)})")
+    out = []
+    status = df["status"].astype(str) if "status" in df else pd.Series("ok", index=df.index)
+    for i, row in df.iterrows():
+        z = row[list(mm.output_names)].to_numpy(dtype=float)
+        ok = status.loc[i] == "ok" and bool(np.isfinite(z).all())
+        out.append(Target(int(row["target_id"]),
+                          row[study.space.tunable_names].to_numpy(dtype=float),
+                          {c: float(row[c]) for c in study.space.context_names}, z, ok))
+    if not out:
+        raise DataError(source, "no targets")
+    return out
+
+
+def output_scale(mm: Any) -> np.ndarray:
+    """Per-output divisor for Delta and delta: the metamodel's training-set std."""
+    s = np.asarray(mm.y_std, dtype=float).reshape(-1)
+    if s.shape[0] != len(mm.output_names):
+        raise DataError("metamodel", f"y_std has {s.shape[0]} values for "
+                        f"{len(mm.output_names)} outputs")
+    return np.where(np.isfinite(s) & (s > 0), s, 1.0)
+
+
+# --------------------------------------------------------------------------------------
+# one target's calibration problem: budget accounting, simulation, OP
+# --------------------------------------------------------------------------------------
+
+class BudgetExceeded(RuntimeError):
+    """A strategy asked for more runs than its budget (a bug, never user input)."""
+
+
+
+@dataclass
+class TargetRun:
+    """Everything a strategy needs for one target; counts and logs every run."""
+
+    study: Study
+    mm: Any
+    target: Target
+    budget: int
+    proximity: float
+    settings: Mapping[str, Any]
+    solver: Mapping[str, Any]
+    seed: int
+    strategy: str
+    optimize_fn: OptimizeFn
+    stream: str = ""
+    anchor: np.ndarray | None = None   # precomputed full-space OP point (tunables)
+    anchor_seconds: float = 0.0        # what solving it took (charged to this strategy)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    op_calls: list[dict[str, Any]] = field(default_factory=list)
+    sim_seconds: float = 0.0
+    op_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.stream = self.stream or self.strategy
+        self.space = self.study.space
+        self.scale = output_scale(self.mm)
+        self.out_names = list(self.mm.output_names)
+        self.rng = rng(self.seed, "calibrate", self.study.name, self.stream,
+                       self.target.target_id)
+
+    # ---- accounting --------------------------------------------------------
+    @property
+    def used(self) -> int:
+        return len(self.runs)
+
+    @property
+    def left(self) -> int:
+        return self.budget - self.used
+
+    # ---- inputs ------------------------------------------------------------
+    def frame(self, X: np.ndarray) -> pd.DataFrame:
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        df = pd.DataFrame(X, columns=self.space.tunable_names)
+        for c in self.space.context_names:
+            df[c] = self.target.context[c]
+        return df[self.study.input_names]
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.space.bounds(self.target.context)
+
+    def box(self, anchor: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+        return self.space.proximity_box(anchor, radius, self.target.context)
+
+    def sample(self, n: int, box: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        if n <= 0:
+            return np.zeros((0, len(self.space.tunable_names)))
+        df = self.space.sample_tunables(n, self.rng, self.settings.get("sampling", "uniform"),
+                                        self.target.context, box)
+        return df[self.space.tunable_names].to_numpy(dtype=float)
+
+    # ---- errors ------------------------------------------------------------
+    def err(self, Y: np.ndarray) -> np.ndarray:
+        Y = np.atleast_2d(np.asarray(Y, dtype=float))
+        return (np.abs(Y - self.target.z) / self.scale).sum(axis=1)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        if len(X) == 0:
+            return np.zeros((0, len(self.out_names)))
+        inp = self.frame(X)[list(self.mm.input_names)].to_numpy(dtype=float)
+        return np.atleast_2d(np.asarray(self.mm.predict(inp), dtype=float))
+
+    def predicted_error(self, X: np.ndarray, mm: Any = None) -> np.ndarray:
+        if mm is None:
+            return self.err(self.predict(X))
+        inp = self.frame(X)[list(mm.input_names)].to_numpy(dtype=float)
+        return self.err(np.asarray(mm.predict(inp), dtype=float))
+
+    # ---- simulation --------------------------------------------------------
+    def simulate(self, X: np.ndarray, phase: str) -> np.ndarray:
+        """Real simulator runs of the rows of ``X``; returns Delta per row (inf for a
+        failed run).  Every run is logged and counted, failed or not."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        if len(X) == 0:
+            return np.zeros(0)
+        if len(X) > self.left:
+            raise BudgetExceeded(f"{self.strategy}: {len(X)} runs asked, {self.left} left")
+        rows = self.frame(X)
+        rows.insert(0, "run_id", np.arange(self.used, self.used + len(X), dtype=np.int64))
+        t0 = time.perf_counter()
+        res = simulate_rows(self.study, rows, self.seed,
+                            stream=f"calib:{self.stream}:{self.target.target_id}")
+        self.sim_seconds += time.perf_counter() - t0
+        ok = (res["status"] == "ok").to_numpy()
+        Y = res[self.out_names].to_numpy(dtype=float)
+        errs = np.where(ok, self.err(np.where(ok[:, None], Y, 0.0)), np.inf)
+        for i in range(len(X)):
+            self.runs.append({"run_id": int(rows["run_id"].iloc[i]), "phase": phase,
+                              "x": X[i].copy(), "y": Y[i].copy(), "status": res["status"].iloc[i],
+                              "message": res["message"].iloc[i], "error": float(errs[i])})
+        return errs
+
+    def best_run(self, phase: str | None = None) -> dict[str, Any] | None:
+        cand = [r for r in self.runs if (phase is None or r["phase"] == phase)
+                and np.isfinite(r["error"])]
+        return min(cand, key=lambda r: r["error"]) if cand else None
+
+    # ---- OP ----------------------------------------------------------------
+    def op(self, box: tuple[np.ndarray, np.ndarray] | None, label: str,
+           mm: Any = None, shift: np.ndarray | None = None) -> np.ndarray:
+        """Minimise the (optionally offset-corrected) predicted error over ``box``.
+
+        The solver seed depends on (study, target, label), not on the strategy, so
+        op, pts and adaptive share one full-space OP point per target.
+
+        ``shift`` is an output offset b (raw units) with S ~ M + b locally, so the
+        corrected problem min |M(x) + b - z| is OP with target z - b.  A failed solve
+        falls back to the best of 2000 metamodel evaluations in the box (logged)."""
+        mm = self.mm if mm is None else mm
+        z = self.target.z - (shift if shift is not None else 0.0)
+        target = dict(zip(self.out_names, z.tolist(), strict=True))
+        t0 = time.perf_counter()
+        x, status = None, "error"
+        try:
+            res = self.optimize_fn(mm, self.space, target, self.target.context, self.solver,
+                                   box=box, seed=int_seed(self.seed, "calibrate-op",
+                                                          self.study.name,
+                                                          self.target.target_id, label))
+            status = str(getattr(res, "status", "ok"))
+            x = _as_tunables(getattr(res, "x", None), self.space.tunable_names)
+        except Exception as exc:  # noqa: BLE001 - a failed solve is data, recorded below
+            log.warning("target %s: OP (%s) failed: %s", self.target.target_id, label, exc)
+            status = f"error: {exc}"
+        dt = time.perf_counter() - t0
+        self.op_seconds += dt
+        fallback = x is None or not np.isfinite(x).all()
+        if fallback:
+            Xc = self.space.sample_tunables(2000, rng(self.seed, "op-fallback", self.study.name,
+                                                      self.target.target_id, label),
+                                            "uniform", self.target.context, box)
+            Xc = Xc[self.space.tunable_names].to_numpy(dtype=float)
+            pe = (np.abs(self._predict_with(mm, Xc) - z) / self.scale).sum(axis=1)
+            x = Xc[int(np.argmin(pe))]
+        else:
+            x = self.space.round_integers(x)
+            if box is not None:
+                x = np.clip(x, box[0], box[1])
+            else:
+                lo, hi = self.bounds()
+                x = np.clip(x, lo, hi)
+        self.op_calls.append({"label": label, "status": status, "fallback": bool(fallback),
+                              "seconds": dt})
+        return x
+
+    def _predict_with(self, mm: Any, X: np.ndarray) -> np.ndarray:
+        inp = self.frame(X)[list(mm.input_names)].to_numpy(dtype=float)
+        return np.atleast_2d(np.asarray(mm.predict(inp), dtype=float))
+
+    def full_op(self) -> np.ndarray:
+        """The full-space OP point: precomputed (``anchor``) or solved now."""
+        if self.anchor is not None:
+            self.op_calls.append({"label": "anchor", "status": "precomputed",
+                                  "fallback": False, "seconds": self.anchor_seconds})
+            self.op_seconds += self.anchor_seconds
+            return np.asarray(self.anchor, dtype=float)
+        return self.op(None, "full")
+
+
+def _as_tunables(x: Any, names: Sequence[str]) -> np.ndarray | None:
+    if x is None:
+        return None
+    if isinstance(x, Mapping):
+        return np.array([float(x[n]) for n in names])
+    if isinstance(x, pd.Series):
+        return x[list(names)].to_numpy(dtype=float)
+    arr = np.asarray(x, dtype=float).reshape(-1)
+    return arr[: len(names)]
+
+
+
+def choose(p: TargetRun, fallback_x: np.ndarray) -> tuple[np.ndarray, float, str]:
+    """The best successful run so far (x, Delta, status), or ``fallback_x`` when every
+    run failed."""
+    best = p.best_run()
+    if best is None:
+        return fallback_x, float("nan"), "all_runs_failed"
+    return best["x"], best["error"], "ok"
+

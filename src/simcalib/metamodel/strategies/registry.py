@@ -1,0 +1,121 @@
+"""The strategy registry: one declaration per strategy, read by everything else.
+
+A strategy is a function ``fn(run: TargetRun) -> Outcome`` decorated with
+:func:`strategy`, which states its name, its plot label, the smallest budget it can
+work with, the ``calibration`` keys it reads (beyond the common ones), the study
+sections it reads, and whether it starts from the full-space OP point of each target
+(an "anchor", solved once per target and shared).  The config schema's enum, the
+Snakemake rules (which strategies exist, what params each job gets, which jobs need
+the anchors), the settings checks and the plot labels all read this registry, so
+adding a strategy is one new module in this package (see docs/strategies.md,
+"Adding a strategy").  Modules are discovered by :func:`registry`, as gurobi-ml
+discovers its converters and emcee its moves.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: ``calibration`` keys every strategy job reads (how runs are drawn, the MC-dropout
+#: spread, the fresh re-scoring replicates).
+COMMON_KEYS: tuple[str, ...] = ("sampling", "mc_samples", "rescore")
+
+#: Modules of this package that hold machinery, not strategies.
+_NOT_STRATEGIES = frozenset({"registry", "settings", "ledger", "runner", "summary"})
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """What the rest of simcalib needs to know about one strategy."""
+
+    name: str
+    fn: Callable[..., dict[str, Any]]
+    label: str
+    order: int
+    min_budget: int = 1
+    #: calibration keys this strategy reads besides :data:`COMMON_KEYS`
+    reads: tuple[str, ...] = ()
+    #: study sections (besides the space and simulator) this strategy reads
+    study_keys: tuple[str, ...] = ()
+    #: starts from the full-space OP point of each target (a precomputed anchor)
+    uses_anchor: bool = False
+    #: runs per target regardless of ``budget`` (op: one run to score its point)
+    fixed_budget: int | None = None
+    #: whether the schema's default ``strategies`` list includes it
+    default: bool = True
+    #: extra checks of the strategy's own settings: ``check(settings, key)``
+    check: Callable[[Mapping[str, Any], str], None] | None = None
+
+    @property
+    def uses_proximity(self) -> bool:
+        return "proximity" in self.reads
+
+
+_REGISTRY: dict[str, StrategySpec] = {}
+_LOADED = False
+
+
+def strategy(name: str, *, label: str, order: int, min_budget: int = 1,
+             reads: tuple[str, ...] = (), study_keys: tuple[str, ...] = (),
+             uses_anchor: bool = False, fixed_budget: int | None = None,
+             default: bool = True,
+             check: Callable[[Mapping[str, Any], str], None] | None = None
+             ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
+    """Decorator: register ``fn`` as the strategy ``name``."""
+
+    def deco(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        if name in _REGISTRY and _REGISTRY[name].fn is not fn:
+            raise ValueError(f"strategy {name!r} registered twice")
+        _REGISTRY[name] = StrategySpec(name, fn, label, order, min_budget, tuple(reads),
+                                       tuple(study_keys), uses_anchor, fixed_budget, default,
+                                       check)
+        return fn
+
+    return deco
+
+
+def registry() -> dict[str, StrategySpec]:
+    """Every registered strategy, in display order (the order of summaries and plots).
+
+    The first call imports each module of this package, which registers its
+    strategies; imports stay light (optuna, torch are imported inside the strategies
+    that use them), so the workflow can read the registry when it parses the rules."""
+    global _LOADED
+    if not _LOADED:
+        pkg = importlib.import_module(__package__)
+        for mod in pkgutil.iter_modules(pkg.__path__):
+            if mod.name not in _NOT_STRATEGIES and not mod.name.startswith("_"):
+                importlib.import_module(f"{__package__}.{mod.name}")
+        _LOADED = True
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: (kv[1].order, kv[0])))
+
+
+def get(name: str, key: str = "calibration.strategies") -> StrategySpec:
+    """The spec of ``name``; an unknown name is a keyed config error."""
+    from simcalib.errors import ConfigError
+
+    reg = registry()
+    if name not in reg:
+        raise ConfigError(key, f"unknown strategy {name!r}; use one of {list(reg)}")
+    return reg[name]
+
+
+def names() -> list[str]:
+    return list(registry())
+
+
+def labels() -> dict[str, str]:
+    """Plot labels by strategy name."""
+    return {n: s.label for n, s in registry().items()}
+
+
+def job_settings(name: str, calibration: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a study's ``calibration`` section that strategy ``name`` reads: what
+    the workflow passes to its job, so a change elsewhere never reruns it."""
+    spec = get(name)
+    keys = [*COMMON_KEYS, *(k for k in spec.reads if k not in COMMON_KEYS)]
+    return {k: calibration[k] for k in keys if k in calibration}

@@ -1,0 +1,210 @@
+"""Running a strategy over a set of targets: one record per target (the chosen
+inputs, actual and predicted error, distance to the truth, runs, time) and the run
+log (every simulator run, failed or not).  What each strategy does lives in its own
+module of this package; the registry says which exist."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simcalib.errors import DataError
+from simcalib.metamodel.strategies.ledger import (
+    BudgetExceeded,
+    OptimizeFn,
+    Target,
+    TargetRun,
+    check_compatible,
+    read_targets,
+)
+from simcalib.metamodel.strategies.registry import get
+from simcalib.metamodel.strategies.settings import check_settings, merged_settings
+from simcalib.seeds import int_seed
+from simcalib.simulation import simulate_rows
+from simcalib.study import Study
+
+log = logging.getLogger(__name__)
+
+
+def default_optimize() -> OptimizeFn:
+    from simcalib.metamodel.milp import optimize
+
+    return optimize
+
+
+def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budget: int,
+                     proximity: float, settings: Mapping[str, Any], solver: Mapping[str, Any],
+                     seed: int, optimize_fn: OptimizeFn | None = None,
+                     anchor: np.ndarray | None = None, stream: str | None = None,
+                     anchor_seconds: float = 0.0
+                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run one strategy on one target.  Returns (record, run log rows)."""
+    settings = merged_settings(settings)
+    check_settings(strategy, int(budget), float(proximity), settings)
+    spec = get(strategy)
+    # op needs one scoring run whatever the budget; every other strategy uses exactly r
+    eff_budget = spec.fixed_budget if spec.fixed_budget is not None else int(budget)
+    p = TargetRun(study, mm, target, eff_budget, float(proximity), settings, solver, seed,
+                strategy, optimize_fn or default_optimize(), stream=stream or strategy,
+                anchor=anchor, anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0)
+    names = study.space.tunable_names
+    rec: dict[str, Any] = {"target_id": target.target_id, "strategy": strategy,
+                           "budget": int(budget), "proximity": float(proximity)}
+    t0 = time.perf_counter()
+    if not target.ok:
+        out = {"x": np.full(len(names), np.nan), "error": float("nan"),
+               "status": "target_failed", "anchor": np.full(len(names), np.nan),
+               "anchor_kind": ""}
+    else:
+        out = spec.fn(p)
+        if p.used > eff_budget:  # pragma: no cover - guarded by TargetRun.simulate
+            raise BudgetExceeded(f"{strategy} used {p.used} > {eff_budget}")
+    # a precomputed anchor's solve time is charged to every strategy that uses it
+    seconds = time.perf_counter() - t0 + (p.anchor_seconds if any(
+        c["label"] == "anchor" for c in p.op_calls) else 0.0)
+    x = np.asarray(out["x"], dtype=float)
+    chosen = next((r for r in p.runs if np.array_equal(r["x"], x) and np.isfinite(r["error"])),
+                  None)
+    pred = p.predict(x[None, :])[0] if np.isfinite(x).all() else np.full(len(p.out_names),
+                                                                         np.nan)
+    anc = np.asarray(out["anchor"], dtype=float)
+    rec.update({
+        "status": out["status"],
+        "error": float(out["error"]),
+        "predicted_error": float(p.err(pred)[0]) if np.isfinite(pred).all() else float("nan"),
+        "distance": float(np.linalg.norm(study.space.to_unit(x)
+                                         - study.space.to_unit(target.x_true))),
+        "runs": p.used,
+        "failed_runs": sum(r["status"] != "ok" for r in p.runs),
+        "op_solves": sum(c["label"] != "anchor" for c in p.op_calls),
+        "op_fallbacks": sum(c["fallback"] for c in p.op_calls),
+        "anchor_kind": out["anchor_kind"],
+        "anchor_predicted_error": (float(p.predicted_error(anc[None, :])[0])
+                                   if np.isfinite(anc).all() else float("nan")),
+        "anchor_distance": (float(np.linalg.norm(study.space.to_unit(anc)
+                                                 - study.space.to_unit(target.x_true)))
+                            if np.isfinite(anc).all() else float("nan")),
+        "seconds": round(seconds, 4),
+        "sim_seconds": round(p.sim_seconds, 4),
+        "op_seconds": round(p.op_seconds, 4),
+        "history": out.get("history", ""),
+    })
+    k = int(settings.get("rescore", 0) or 0)
+    if k > 0:
+        rec["rescored_error"] = rescore(study, mm, target, x, k, seed, p.scale)
+    n_mc = int(settings.get("mc_samples", 0) or 0)
+    if n_mc > 0 and hasattr(mm, "predict_mc") and np.isfinite(x).all():
+        # MC-dropout predictive spread at the chosen point (paper 1, Appendix F)
+        inp = p.frame(x[None, :])[list(mm.input_names)].to_numpy(dtype=float)
+        _, sd = mm.predict_mc(inp, n_mc, int_seed(seed, "mc", study.name, target.target_id))
+        rec["mc_sd"] = float((np.asarray(sd, dtype=float).reshape(-1) / p.scale).sum())
+    for c, v in target.context.items():
+        rec[c] = v
+    for j, n in enumerate(names):
+        rec[f"x_{n}"] = float(x[j])
+        rec[f"true_{n}"] = float(target.x_true[j])
+        rec[f"anchor_{n}"] = float(anc[j])
+    for j, n in enumerate(p.out_names):
+        rec[f"target_{n}"] = float(target.z[j])
+        rec[f"sim_{n}"] = float(chosen["y"][j]) if chosen is not None else float("nan")
+        rec[f"pred_{n}"] = float(pred[j])
+    runs = []
+    for r in p.runs:
+        row = {"target_id": target.target_id, "strategy": strategy,
+               "proximity": float(proximity), "run_id": r["run_id"], "phase": r["phase"],
+               "status": r["status"], "message": r["message"], "error": r["error"]}
+        row.update({n: float(v) for n, v in zip(names, r["x"], strict=True)})
+        row.update({n: float(v) for n, v in zip(p.out_names, r["y"], strict=True)})
+        runs.append(row)
+    return rec, runs
+
+
+def rescore(study: Study, mm: Any, target: Target, x: np.ndarray, k: int, seed: int,
+            scale: np.ndarray) -> float:
+    """Mean Delta of ``k`` fresh simulator runs at ``x`` (outside the budget; never used
+    to choose).  For a stochastic simulator the chosen run's own Delta is biased low
+    (the best of r noisy runs is partly lucky noise); this is the unbiased score.
+    The replicate seeds depend on (study, target, replicate) only, so every strategy
+    is re-scored with common random numbers."""
+    if not (target.ok and np.isfinite(x).all()):
+        return float("nan")
+    rows = pd.DataFrame(np.repeat(np.asarray(x, dtype=float)[None, :], k, axis=0),
+                        columns=study.space.tunable_names)
+    for c in study.space.context_names:
+        rows[c] = target.context[c]
+    rows.insert(0, "run_id", np.arange(k, dtype=np.int64))
+    res = simulate_rows(study, rows, seed, stream=f"rescore:{target.target_id}")
+    ok = (res["status"] == "ok").to_numpy()
+    if not ok.any():
+        return float("nan")
+    Y = res.loc[ok, list(mm.output_names)].to_numpy(dtype=float)
+    return float((np.abs(Y - target.z) / scale).sum(axis=1).mean())
+
+
+def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
+              settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
+              proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
+              anchors: pd.DataFrame | None = None, source: str = "targets",
+              stream: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One strategy on every target of ``targets``: (per-target records, run log)."""
+    check_compatible(study, mm)
+    settings = merged_settings(settings)
+    prox = float(settings["proximity"] if proximity is None else proximity)
+    check_settings(strategy, int(settings["budget"]), prox, settings)
+    tlist = read_targets(targets, study, mm, source)
+    anchor_of = _anchor_map(anchors, study) if anchors is not None else {}
+    anchor_sec = ({int(r["target_id"]): float(r["seconds"]) for _, r in anchors.iterrows()}
+                  if anchors is not None and "seconds" in anchors else {})
+    records, runs = [], []
+    for t in tlist:
+        rec, rlog = calibrate_target(study, mm, t, strategy, int(settings["budget"]), prox,
+                                     settings, solver, seed, optimize_fn,
+                                     anchor=anchor_of.get(t.target_id), stream=stream,
+                                     anchor_seconds=anchor_sec.get(t.target_id, 0.0))
+        log.info("%s %s target %d: error %.4g (predicted %.4g), %d runs, %.2f s",
+                 study.name, strategy, t.target_id, rec["error"], rec["predicted_error"],
+                 rec["runs"], rec["seconds"])
+        records.append(rec)
+        runs.extend(rlog)
+    return pd.DataFrame(records), pd.DataFrame(runs)
+
+
+def _anchor_map(anchors: pd.DataFrame, study: Study) -> dict[int, np.ndarray]:
+    names = study.space.tunable_names
+    missing = [c for c in ["target_id", *(f"x_{n}" for n in names)] if c not in anchors]
+    if missing:
+        raise DataError("anchors", f"missing column(s) {missing}")
+    return {int(r["target_id"]): np.array([float(r[f"x_{n}"]) for n in names])
+            for _, r in anchors.iterrows() if all(np.isfinite(r[f"x_{n}"]) for n in names)}
+
+
+def compute_anchors(study: Study, mm: Any, targets: pd.DataFrame, solver: Mapping[str, Any],
+                    seed: int, optimize_fn: OptimizeFn | None = None,
+                    source: str = "targets") -> pd.DataFrame:
+    """The full-space OP point of every target (shared by op, pts, adaptive and the
+    proximity sweep, so the MILP is solved once per target)."""
+    check_compatible(study, mm)
+    settings = merged_settings({})
+    rows = []
+    for t in read_targets(targets, study, mm, source):
+        p = TargetRun(study, mm, t, 0, 1.0, settings, solver, seed, "op",
+                    optimize_fn or default_optimize())
+        if t.ok:
+            x = p.op(None, "full")
+            call = p.op_calls[-1]
+            pe = float(p.predicted_error(x[None, :])[0])
+        else:
+            x, call, pe = np.full(len(study.space.tunable_names), np.nan), \
+                {"status": "target_failed", "fallback": False, "seconds": 0.0}, float("nan")
+        row = {"target_id": t.target_id, "status": call["status"],
+               "fallback": call["fallback"], "seconds": round(call["seconds"], 4),
+               "predicted_error": pe}
+        row.update({f"x_{n}": float(v) for n, v in zip(study.space.tunable_names, x,
+                                                       strict=True)})
+        rows.append(row)
+    return pd.DataFrame(rows)
