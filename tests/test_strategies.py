@@ -97,7 +97,7 @@ def actual_error(study, mm, target_row, x):
     return float(np.abs(out["f"].iloc[0] - target_row["f"]) / mm.y_std[0])
 
 
-@pytest.mark.parametrize("strategy", list(st.registry()))
+@pytest.mark.parametrize("strategy", st.names())
 def test_budget_respected_and_records(study, targets, strategy):
     rec, runs = run(study, targets, strategy, budget=10)
     expect = 1 if strategy == "op" else 10
@@ -114,7 +114,7 @@ def test_budget_respected_and_records(study, targets, strategy):
         assert np.isclose(ok["error"].min(), r.error)
 
 
-@pytest.mark.parametrize("strategy", list(st.registry()))
+@pytest.mark.parametrize("strategy", st.names())
 def test_better_than_starting_anchor(study, targets, strategy):
     """Each strategy ends at least as good as where it started: its anchor's actual
     error (OP point, RS best, first sample/trial); OP itself beats a random point on
@@ -160,9 +160,9 @@ def test_pts_tiny_box_is_op(study, targets):
 
 
 def test_summary_matches_records(study, targets):
-    recs = {s: run(study, targets, s, budget=8)[0] for s in list(st.registry())}
+    recs = {s: run(study, targets, s, budget=8)[0] for s in st.names()}
     summ = st.summarize(recs)
-    assert list(summ["strategy"]) == list(list(st.registry()))
+    assert list(summ["strategy"]) == list(st.names())
     for col in ("strategy", "median_error", "mean_error", "reduction_vs_rs", "runs"):
         assert col in summ
     for _, row in summ.iterrows():
