@@ -4,9 +4,10 @@ For one target (observed or simulated outputs z at a context c) and a budget of 
 simulation runs, every strategy returns one calibrated input vector x.  Each strategy
 is one function registered with :func:`~.registry.strategy` in a module of this
 package (``sampling``: rs; ``optimal``: op, stp, pts; ``adaptive``; ``blackbox``);
-:func:`~.registry.registry` lists them (:func:`names` their names).  :mod:`.ledger` is what a strategy works with
-(one target's run: budget, sampling, simulation, OP), :mod:`.runner` runs a strategy
-over a set of targets, :mod:`.summary` tabulates the records.
+:func:`~.registry.registry` lists them (:func:`names` their names).
+:mod:`.ledger` is what a strategy works with (one target's run: budget, sampling,
+simulation, OP), :mod:`.runner` runs a strategy over a set of targets,
+:mod:`.summary` tabulates the records.
 """
 
 from simcalib.metamodel.strategies.ledger import Target, TargetRun
