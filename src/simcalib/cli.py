@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import sys
 
@@ -32,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Each verb is one workflow step with explicit input and output paths.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version",
+                        version=f"simcalib {importlib.metadata.version('simcalib')}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name in VERB_MODULES:
         importlib.import_module(name).register(sub)
