@@ -15,7 +15,7 @@ import difflib
 import functools
 import importlib.resources
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +170,22 @@ def schema_defaults(schema_name: str, definition: str | None = None,
     needs the same defaults as a validated config; reading them from the schema keeps
     one source of truth instead of constants that mirror it and drift."""
     return json.loads(_defaults_cached(schema_name, definition, json.dumps(base or {})))
+
+
+def check_section(values: Mapping[str, Any], schema_name: str, key: str,
+                  definition: str | None = None) -> None:
+    """Validate one section given from Python (no defaults filled): a misspelled or
+    mistyped keyword is a :class:`ConfigError` naming ``key.<name>`` (with a "did you
+    mean"), as it would be in a config file, instead of being silently ignored."""
+    _import_checks()
+    schema = _load_schema(SCHEMA_DIR, schema_name)
+    if definition is not None:
+        schema = {**schema["definitions"][definition], "definitions": schema["definitions"]}
+    validator = jsonschema.Draft7Validator(schema, registry=_registry(SCHEMA_DIR))
+    errors = list(validator.iter_errors(json.loads(json.dumps(dict(values), default=str))))
+    if errors:
+        err = _format_error(_best_error(errors))
+        raise ConfigError(f"{key}.{err.path}" if err.path else key, err.message)
 
 
 def validate_config(config: dict[str, Any], schema_dir: str | Path | None = None) -> dict[str, Any]:

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from simcalib import io
-from simcalib.config import schema_defaults
+from simcalib.config import check_section, schema_defaults
 from simcalib.errors import ConfigError, DataError
 from simcalib.seeds import int_seed, rng
 
@@ -53,6 +53,9 @@ DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("metamodel.schema.y
 
 
 def _cfg(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``cfg`` over the defaults; an unknown or mistyped key is an error (also from
+    Python, where no config validation ran)."""
+    check_section(cfg or {}, "metamodel.schema.yaml", "metamodel")
     out = copy.deepcopy(DEFAULTS)
     for k, v in (cfg or {}).items():
         out[k] = v

@@ -83,5 +83,7 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Pyt
     if not outputs:
         raise ConfigError(f"{key}.outputs", "list the outputs the function returns "
                           "(or give the study's 'outputs')")
-    fn = load_callable(str(options["function"]), f"{key}.function", options.get("path"))
+    # from Python (a notebook) the function itself may be given instead of its name
+    fn = (options["function"] if callable(options["function"])
+          else load_callable(str(options["function"]), f"{key}.function", options.get("path")))
     return PythonFunction(fn, outputs, options.get("options") or {})

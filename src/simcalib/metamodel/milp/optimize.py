@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from simcalib.config import schema_defaults
+from simcalib.config import check_section, schema_defaults
 from simcalib.errors import ConfigError
 from simcalib.metamodel.milp.bounds import NeuronBounds, compute_bounds, interval_bounds
 from simcalib.metamodel.milp.formulation import MILPModel, build_milp
@@ -41,6 +41,9 @@ SOLVER_DEFAULTS: dict[str, Any] = schema_defaults("solvers.schema.yaml", "option
 
 
 def solver_settings(solver: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The option set over the defaults; an unknown or mistyped option is an error."""
+    check_section({"backend": "highs", **(solver or {})}, "solvers.schema.yaml", "solver",
+                  "option_set")
     out: dict[str, Any] = {k: (dict(v) if isinstance(v, dict) else v)
                            for k, v in SOLVER_DEFAULTS.items()}
     for k, v in (solver or {}).items():

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from simcalib.config import schema_defaults
+from simcalib.config import check_section, schema_defaults
 from simcalib.errors import ConfigError
 from simcalib.metamodel.strategies.registry import get
 
@@ -21,9 +21,16 @@ def defaults() -> dict[str, Any]:
     return schema_defaults("calibration.schema.yaml")
 
 
+#: a study's metamodel section may travel with the settings (adaptive fine-tuning)
+_CARRIED = ("metamodel",)
+
+
 def merged_settings(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``cfg`` over the schema defaults (one level deep for the nested sections)."""
+    """``cfg`` over the schema defaults (one level deep for the nested sections); an
+    unknown or mistyped key is an error (also from Python)."""
     cfg = dict(cfg or {})
+    check_section({k: v for k, v in cfg.items() if k not in _CARRIED},
+                  "calibration.schema.yaml", "calibration")
     base = defaults()
     out = {**base, **cfg}
     for sec in _NESTED:
