@@ -52,10 +52,10 @@ log = logging.getLogger(__name__)
 #: Defaults of ``metamodel.solvable`` (mirrors metamodel.schema.yaml).
 SOLVABLE_DEFAULTS: dict[str, Any] = {
     "enabled": False,
-    "rs_weight": 0.02,
+    "rs_weight": 0.1,
     "l1_weight": 0.001,
     "prune": 0.5,
-    "epochs": 300,
+    "epochs": 400,
     "lr": 0.001,
     "r2_tolerance": 0.001,
 }

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simcalib.milp.highs_threads import set_threads
 from simcalib.milp.problem import Problem
 
 INF = 1e30
@@ -105,7 +106,7 @@ class _LP:
         self.hs = highspy
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", int(max(1, threads)))
+        set_threads(h, max(1, int(threads)))
         h.setOptionValue("presolve", "off")
         inf = h.getInfinity()
         self.h = h

@@ -35,6 +35,8 @@ from simcalib.space import Space
 log = logging.getLogger(__name__)
 
 BACKENDS = ("highs", "gurobi")
+#: random samples of the light warm start of a small net (``obbt.skip_below``)
+SMALL_SAMPLES = 2000
 
 #: Defaults of one solver option set (mirrors solvers.schema.yaml).
 SOLVER_DEFAULTS: dict[str, Any] = {
@@ -96,9 +98,13 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     box_unstable = None if box_nb is None else int(box_nb.summary()["unstable"])
     small = box_unstable is not None and cutoff_slack == 0.0 \
         and box_unstable <= int(s["obbt"].get("skip_below", 0))
-    x0, f0, wstats = search_warm_start(problem, space, s["warm_start"],
-                                       rng(seed, "op", "warm_start"), multistart=not small)
+    ws = dict(s["warm_start"])
+    if small:  # a quick solve: a light incumbent now, the full pool only if unproven
+        ws.update(samples=min(int(ws.get("samples", 20000)), SMALL_SAMPLES), local=0)
+    x0, f0, wstats = search_warm_start(problem, space, ws, rng(seed, "op", "warm_start"),
+                                       multistart=not small)
     wstats["multistart_done"] = not small and wstats.get("multistart_objective") is not None
+    wstats["light"] = bool(small)
     if warm_start is not None:
         given = np.clip(np.asarray(warm_start, dtype=float), problem.lo, problem.hi)
         given[problem.integer] = np.round(given[problem.integer])
@@ -153,6 +159,11 @@ def apply_floor(mm: Metamodel, space: Space, problem: Problem, res: OPResult,
         cands.append((fp, xp, "solver+polish"))
     if x0 is not None and np.isfinite(f0):
         cands.append((f0, np.asarray(x0, dtype=float), "warm_start_pool"))
+    if res.status != "optimal" and wstats.get("light") and int(ws.get("local", 5)) > 0:
+        xr, fr, _ = search_warm_start(problem, space, {**ws, "starts": 0},
+                                      rng(seed, "op", "floor_refine"), multistart=False)
+        if xr is not None:
+            cands.append((fr, xr, "refined_samples"))
     if res.status != "optimal" and not wstats.get("multistart_done") and \
             int(ws.get("starts", 0)) > 0:
         xm, fm = multistart_lbfgs(problem, space, int(ws["starts"]),

@@ -175,7 +175,7 @@ def warm_start(problem: Problem, space: Space, cfg: Mapping[str, Any] | None,
     # refine the best distinct samples (skip near-duplicates in scaled inputs)
     span = np.where(problem.hi > problem.lo, problem.hi - problem.lo, 1.0)
     chosen: list[np.ndarray] = []
-    for x in X:
+    for x in (X if k > 0 else []):
         if all(np.max(np.abs((x - c) / span)) > distinct for c in chosen):
             chosen.append(x)
         if len(chosen) >= k:
