@@ -92,9 +92,19 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     problem = build_problem(mm, space, target, context, box, weights)
     plain = s["backend"] == "gurobi" and not s["use_bounds"]
     threads = int(s["threads"] or 1)
-    box_nb, cached = (None, False) if plain else box_bounds(
-        problem, float(s["obbt"].get("box_time_limit", 30.0)), threads,
-        use_cache=bool(s["obbt"].get("enabled", True)))
+    box_nb, cached = None, False
+    if not plain:
+        # bounds over the full box at this context hold on every sub-box (proximity
+        # boxes of the strategies), so one cached computation serves them all
+        full = problem if box is None else build_problem(mm, space, target, context, None,
+                                                         weights)
+        box_nb, cached = box_bounds(full, float(s["obbt"].get("box_time_limit", 30.0)),
+                                    threads, use_cache=bool(s["obbt"].get("enabled", True)))
+        if box is not None:
+            t_sub = time.perf_counter()
+            box_nb = NeuronBounds(pre=interval_bounds(problem, start=box_nb.pre),
+                                  seconds=box_nb.seconds + time.perf_counter() - t_sub,
+                                  lp_solves=box_nb.lp_solves)
     box_unstable = None if box_nb is None else int(box_nb.summary()["unstable"])
     small = box_unstable is not None and cutoff_slack == 0.0 \
         and box_unstable <= int(s["obbt"].get("skip_below", 0))
