@@ -51,7 +51,7 @@ SOLVER_DEFAULTS: dict[str, Any] = {
     "obbt": {"enabled": True, "time_limit": 10.0, "box_time_limit": 30.0,
              "skip_below": 0},
     "warm_start": {"enabled": True, "samples": 20000, "local": 5, "maxiter": 200,
-                   "distinct": 0.02, "starts": 20},
+                   "distinct": 0.02, "starts": 20, "multistart_first": False},
     "options": {},
     "log": False,
 }
@@ -84,10 +84,11 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     Portfolio by net size: the bounds over the whole box are computed once per
     (network, context, box) and cached (:mod:`.boxbounds`).  When at most
     ``obbt.skip_below`` neurons are unstable over the box, the MILP uses them as
-    they are and the warm start skips multi-start L-BFGS (the solve is quick; the
-    multi-start runs afterwards only if the solve is not proven optimal).  Otherwise
-    the full pool runs first and its objective cuts the per-target tightening,
-    which starts from the box bounds and skips neurons they prove stable."""
+    they are and the warm start is light (the full pool runs afterwards only if
+    the solve is not proven optimal).  Otherwise sampling and refinement run first
+    and their objective cuts the per-target tightening, which starts from the box
+    bounds and skips neurons they prove stable; multi-start L-BFGS runs after an
+    unproven solve (or first, with ``warm_start.multistart_first``)."""
     s = solver_settings(solver)
     problem = build_problem(mm, space, target, context, box, weights)
     plain = s["backend"] == "gurobi" and not s["use_bounds"]
@@ -111,9 +112,12 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     ws = dict(s["warm_start"])
     if small:  # a quick solve: a light incumbent now, the full pool only if unproven
         ws.update(samples=min(int(ws.get("samples", 20000)), SMALL_SAMPLES), local=0)
+    # multi-start L-BFGS costs ~20 local searches: run first only when asked
+    # (``warm_start.multistart_first``), else after the solve and only if it is unproven
+    first = bool(ws.get("multistart_first", False)) and not small
     x0, f0, wstats = search_warm_start(problem, space, ws, rng(seed, "op", "warm_start"),
-                                       multistart=not small)
-    wstats["multistart_done"] = not small and wstats.get("multistart_objective") is not None
+                                       multistart=first)
+    wstats["multistart_done"] = first and wstats.get("multistart_objective") is not None
     wstats["light"] = bool(small)
     if warm_start is not None:
         given = np.clip(np.asarray(warm_start, dtype=float), problem.lo, problem.hi)
