@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import sys
 import time
 from pathlib import Path
@@ -66,16 +67,23 @@ def get_targets(study, seed: int, n: int) -> pd.DataFrame:
 
 
 def get_metamodel(study, name: str, hidden: list[int], df: pd.DataFrame, seed: int,
-                  cache: Path) -> tuple[Metamodel, dict]:
-    d = cache / name
+                  cache: Path, training: str = "plain", solvable: dict | None = None
+                  ) -> tuple[Metamodel, dict]:
+    """The net of this width and training (cached; retrained when the cached one was
+    trained with other solvable settings or lacks the stability record)."""
+    base = dict(study.cfg.get("metamodel") or {})
+    solv = {**(base.get("solvable") or {}), **(solvable or {}),
+            "enabled": training == "solvable"}
+    cfg = {**base, "hidden": hidden, "solvable": solv}
+    d = cache / f"{name}-{training}"
     if (d / "metamodel.json").exists():
         mm = Metamodel.load(d)
-        if mm.hidden == hidden and mm.study == study.name:
+        if mm.hidden == hidden and mm.study == study.name and "stability" in mm.info \
+                and (mm.info.get("config") or {}).get("solvable") == solv:
             return mm, mm.info
-    cfg = {**(study.cfg.get("metamodel") or {}), "hidden": hidden}
     mm, metrics = train_metamodel(df, study.input_names, study.outputs, cfg, seed, study.name)
     mm.save(d)
-    return mm, metrics
+    return mm, mm.info
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--samples", type=int, default=100_000, help="random-sampling baseline size")
     ap.add_argument("--starts", type=int, default=20, help="multi-start L-BFGS starts")
+    ap.add_argument("--training", nargs="*", default=["plain", "solvable"],
+                    choices=["plain", "solvable"], help="metamodel training(s) to compare")
+    ap.add_argument("--solvable", default="{}",
+                    help="JSON overrides of metamodel.solvable for the solvable nets")
+    ap.add_argument("--solver", default="{}",
+                    help="JSON overrides of every backend's option set (e.g. obbt.skip_below)")
     ap.add_argument("--output", default="results/benchmarks/op_milp.csv")
     ap.add_argument("--merge", nargs="+", metavar="CSV",
                     help="only concatenate earlier runs' CSVs into --output and print the table")
@@ -109,18 +123,25 @@ def main(argv: list[str] | None = None) -> int:
     n_targets = args.targets or (5 if args.quick else 20)
     tl = args.time_limit or (10.0 if args.quick else 60.0)
     bks = backends(tl, args.threads)
+    over = json.loads(args.solver)
+    for name_, b in bks.items():
+        if name_ != "gurobi-plain":
+            for k, v in over.items():
+                b[k] = {**b.get(k, {}), **v} if isinstance(v, dict) else v
     chosen = args.backends or list(bks)
     data_path = Path(f"results/{study.name}/dataset.csv")
     df = io.read_csv(data_path, required=[*study.input_names, *study.outputs])
     targets = get_targets(study, seed, n_targets)
     cache = Path("results/benchmarks/op_milp_models")
     rows = []
-    for name in nets:
+    for name, training in [(n, tr) for n in nets for tr in args.training]:
         t0 = time.perf_counter()
-        mm, metrics = get_metamodel(study, name, NETS[name], df, seed, cache)
+        mm, metrics = get_metamodel(study, name, NETS[name], df, seed, cache, training,
+                                    json.loads(args.solvable))
         r2 = metrics["test_r2"]
-        print(f"[{name}] min test R2 {min(r2.values()):.4f} (trained/loaded in "
-              f"{time.perf_counter() - t0:.1f} s)", flush=True)
+        binaries = int(metrics["stability"]["binaries"])
+        print(f"[{name} {training}] min test R2 {min(r2.values()):.4f}, {binaries} binaries "
+              f"over the box (trained/loaded in {time.perf_counter() - t0:.1f} s)", flush=True)
         for _, trow in targets.iterrows():
             tid = int(trow["target_id"])
             target = {o: float(trow[o]) for o in study.outputs}
@@ -130,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             _, fl = multistart_lbfgs(prob, study.space, args.starts,
                                      rng(seed, "bench-lbfgs", name, tid))
             for bk in chosen:
-                base = {"net": name, "hidden": "x".join(map(str, NETS[name])), "backend": bk,
+                base = {"net": name, "hidden": "x".join(map(str, NETS[name])),
+                        "training": training, "binaries": binaries, "backend": bk,
                         "target": tid, "test_r2_min": min(r2.values()),
                         "sampling_objective": float(fs[0]), "lbfgs_objective": fl,
                         "time_limit": tl}
@@ -150,8 +172,10 @@ def main(argv: list[str] | None = None) -> int:
                              "warm_seconds": info["warm_start"].get("seconds", 0.0),
                              "warm_objective": info["warm_start"].get("used_objective"),
                              "unstable": info["bounds"]["unstable"], "nodes": r.nodes,
+                             "source": (info.get("floor") or {}).get("source", "solver"),
                              "message": ""})
-                print(f"  {name} {bk:12s} target {tid:2d}: {r.status:10s} obj {r.objective:.5f} "
+                print(f"  {name} {training} {bk:12s} target {tid:2d}: {r.status:10s} "
+                      f"obj {r.objective:.5f} "
                       f"gap {r.gap:.1e} {r.seconds:6.2f} s (sampling {fs[0]:.5f}, "
                       f"L-BFGS {fl:.5f})", flush=True)
             # progress survives an interrupted run (the final CSV is written atomically)
@@ -169,9 +193,13 @@ def print_summary(out: pd.DataFrame) -> None:
     ok = out[out["status"] != "licence_too_small"].copy()
     ok["worse_than_baselines"] = ok["objective"] > np.minimum(
         ok["sampling_objective"], ok["lbfgs_objective"]) + 1e-6
-    g = ok.groupby(["net", "backend"], sort=False)
+    if "training" not in ok.columns:  # CSVs written before the training column
+        ok["training"] = "plain"
+        ok["binaries"] = np.nan
+    g = ok.groupby(["net", "training", "backend"], sort=False)
     table = pd.DataFrame({
         "R2_min": g["test_r2_min"].first().round(4),
+        "binaries": g["binaries"].first(),
         "targets": g.size(),
         "optimal": g["status"].apply(lambda s: int((s == "optimal").sum())),
         "median_s": g["seconds"].median().round(2),
@@ -185,14 +213,15 @@ def print_summary(out: pd.DataFrame) -> None:
         print("\nlicence too small:", ", ".join(f"{n}/{b}" for n, b in lic.index))
     # speed-up of ours over plain gurobi-ml where plain finishes every target
     lines = []
-    for net, sub in ok.groupby("net", sort=False):
+    for (net, tr), sub in ok.groupby(["net", "training"], sort=False):
         plain = sub[sub["backend"] == "gurobi-plain"]
         if plain.empty or (plain["status"] != "optimal").any():
             continue
         for bk in ("gurobi", "highs"):
             ours = sub[sub["backend"] == bk]
             if len(ours):
-                lines.append(f"{net}: plain gurobi-ml median {plain['seconds'].median():.2f} s "
+                lines.append(f"{net} {tr}: plain gurobi-ml median "
+                             f"{plain['seconds'].median():.2f} s "
                              f"/ {bk} median {ours['seconds'].median():.2f} s = "
                              f"{plain['seconds'].median() / ours['seconds'].median():.1f}x")
     if lines:

@@ -48,6 +48,8 @@ def test_train_then_optimize(tmp_path, capsys):
     assert len(out) == 3 and (out["status"] == "optimal").all()
     assert {"target_id", "x", "k", "c", "pred_y1", "objective", "gap", "seconds"} <= set(out)
     assert (out["k"] == out["k"].round()).all()
+    # trust signals: a proven optimum of a good metamodel carries no flag
+    assert not out["low_r2"].any() and out["flag"].isna().all()
     assert (out["c"].to_numpy() == targets["c"].to_numpy()).all()
     # a metamodel from another study: one clear line, exit 2
     rc = main(["mm-optimize", "--study", "other", "--params", json.dumps(op), "--seed", "1",
@@ -62,3 +64,20 @@ def test_train_then_optimize(tmp_path, capsys):
                "--output", str(tmp_path / "op3.csv")])
     assert rc == 2
     assert "y2" in capsys.readouterr().err
+
+
+def test_trust_flag_names_low_r2_and_unproven_results():
+    from types import SimpleNamespace
+
+    from simcalib.commands.metamodel import low_r2_outputs, trust_flag
+
+    ok = SimpleNamespace(status="optimal", gap=0.0)
+    limited = SimpleNamespace(status="time_limit", gap=0.0421)
+    assert trust_flag(ok, []) == ""
+    assert trust_flag(limited, []) == "unproven(time_limit, gap 0.0421)"
+    assert trust_flag(limited, ["q"]) == "low_r2; unproven(time_limit, gap 0.0421)"
+    # metamodels written before the flag existed: recomputed from test_r2 and min_r2
+    old = SimpleNamespace(info={"test_r2": {"p": 0.99, "q": 0.5}})
+    assert low_r2_outputs(old) == ["q"]
+    assert low_r2_outputs(SimpleNamespace(info={"test_r2": {"p": 0.95}, "min_r2": 0.97})) \
+        == ["p"]

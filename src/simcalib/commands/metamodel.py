@@ -71,6 +71,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     r2 = ", ".join(f"{k} {v:.4f}" for k, v in metrics["test_r2"].items())
     line = (f"{args.study}: metamodel {cfg.get('hidden', mm.hidden)} trained in "
             f"{metrics['train_seconds']:.1f} s ({metrics['epochs_run']} epochs); test R2: {r2}")
+    st = metrics.get("stability") or {}
+    if st:
+        line += (f"; {st['binaries']} of {st['neurons']} neurons unstable over the input box "
+                 "(MILP binaries)")
+    if metrics.get("solvable"):
+        sv = metrics["solvable"]
+        line += (f"; solvable training {'applied' if sv['applied'] else 'NOT applied'} "
+                 f"(max test R2 drop vs plain {sv['test_r2_max_drop']:.4f})")
+    if metrics.get("low_r2_outputs"):
+        line += f"; WARNING: test R2 below min_r2 for {metrics['low_r2_outputs']}"
     log.info(line)
     print(line)
     return 0
@@ -106,6 +116,11 @@ def op_rows(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: dict[st
 
     alt = opt.get("alternatives") or {}
     k = int(alt.get("k", 1))
+    low = low_r2_outputs(mm)
+    if low:
+        log.warning("%s: the metamodel's test R2 is below min_r2 = %g for %s; every OP "
+                    "result below is flagged low_r2", study, float(mm.info.get("min_r2", 0.9)),
+                    low)
     rows = []
     for _, row in targets.iterrows():
         tid = int(row["target_id"]) if "target_id" in row else int(_)
@@ -128,7 +143,12 @@ def op_rows(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: dict[st
                                                         strict=True)})
             out.update({"objective": r.objective, "bound": r.bound, "gap": r.gap,
                         "status": r.status, "time_limited": r.time_limited,
-                        "seconds": round(r.seconds, 4), "nodes": r.nodes, "backend": r.backend})
+                        "seconds": round(r.seconds, 4), "nodes": r.nodes, "backend": r.backend,
+                        "low_r2": bool(low), "flag": trust_flag(r, low)})
+            if r.status != "optimal":
+                log.warning("%s target %d rank %d: not proven optimal (%s, gap %.3g): the "
+                            "point may not be the metamodel's best", study, tid, rank,
+                            r.status, r.gap)
             rows.append(out)
             log.info("%s target %d rank %d: %s objective %.6g gap %.2g in %.2f s", study, tid,
                      rank, r.status, r.objective, r.gap, r.seconds)
@@ -136,6 +156,26 @@ def op_rows(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: dict[st
     # inputs in the metamodel's (the config's) order, whatever order the space has
     first = ["target_id", "rank", *mm.input_names]
     return df[first + [c for c in df.columns if c not in first]]
+
+
+def low_r2_outputs(mm: Any) -> list[str]:
+    """Outputs whose test R² is below the metamodel's ``min_r2`` (recomputed from
+    ``test_r2`` for metamodels trained before the flag existed)."""
+    if "low_r2_outputs" in mm.info:
+        return list(mm.info["low_r2_outputs"])
+    thr = float(mm.info.get("min_r2", 0.9))
+    return [o for o, v in (mm.info.get("test_r2") or {}).items() if not float(v) >= thr]
+
+
+def trust_flag(r: Any, low: list[str]) -> str:
+    """op.csv's ``flag``: empty when the result can be trusted as the metamodel's
+    proven optimum; otherwise ``low_r2`` and/or ``unproven(<status>, gap <g>)``."""
+    parts = []
+    if low:
+        parts.append("low_r2")
+    if r.status != "optimal":
+        parts.append(f"unproven({r.status}, gap {r.gap:.3g})")
+    return "; ".join(parts)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -157,6 +197,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     n_opt = int((df["status"] == "optimal").sum())
     line = (f"{args.study}: OP for {len(targets)} targets in {time.perf_counter() - t0:.1f} s; "
             f"{n_opt}/{len(df)} proven optimal; median solve {df['seconds'].median():.2f} s")
+    if bool(df["low_r2"].any()):
+        line += "; metamodel test R2 below min_r2 (flag low_r2)"
     log.info(line)
     print(line)
     return 0

@@ -362,6 +362,9 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
             gen = torch.Generator().manual_seed(int_seed(seed, "metamodel", study, "batches"))
             fit = _fit(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]), c, float(c["lr"]),
                        int(c["epochs"]), gen, early_stop=True)
+        net.eval()
+        solv = _solvable_phase(net, c, Xs, Ys, tr, va, te, Y, y_mean, y_std, seed, study,
+                               threads)
     finally:
         torch.set_num_threads(old_threads)
     seconds = time.perf_counter() - t0
@@ -370,14 +373,30 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
         P = net(t(Xs[te])).numpy() * y_std + y_mean
     r2 = r2_scores(Y[te], P)
     mae = np.abs(Y[te] - P).mean(axis=0)
+    min_r2 = float(c["min_r2"])
+    low = [o for o, v in zip(output_names, r2, strict=True) if not v >= min_r2]
+    if low:
+        log.warning("%s: metamodel test R2 below min_r2 = %g for %s (%s): its predictions, "
+                    "and every OP result built on them, are not trustworthy", study or "metamodel",
+                    min_r2, low, ", ".join(f"{v:.3f}" for o, v in
+                                           zip(output_names, r2, strict=True) if o in low))
     metrics: dict[str, Any] = {
         "test_r2": {o: float(v) for o, v in zip(output_names, r2, strict=True)},
         "test_mae": {o: float(v) for o, v in zip(output_names, mae, strict=True)},
         "min_test_r2": float(r2.min()),
         "n_train": int(len(tr)), "n_val": int(len(va)), "n_test": int(len(te)),
+        "min_r2": min_r2,
+        "r2_ok": not low,
+        "low_r2_outputs": low,
         "train_seconds": round(seconds, 3),
         **fit,
     }
+    if solv is not None:
+        plain = np.array(solv["plain_test_r2"])
+        solv["plain_test_r2"] = {o: float(v) for o, v in zip(output_names, plain, strict=True)}
+        solv["plain_test_r2_min"] = float(plain.min())
+        solv["test_r2_max_drop"] = float(np.max(plain - r2))
+        metrics["solvable"] = solv
     info = {
         "study": study,
         "input_bounds": {nm: [float(X[:, i].min()), float(X[:, i].max())]
@@ -386,9 +405,39 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
         **metrics,
     }
     mm = Metamodel(net, input_names, output_names, x_mean, x_std, y_mean, y_std, info)
+    from simcalib.metamodel.milp.boxbounds import metamodel_stability
+
+    mm.info["stability"] = metrics["stability"] = metamodel_stability(mm)
     log.info("%s: trained %s in %.1f s (%d epochs); min test R2 %.4f", study or "metamodel",
              c["hidden"], seconds, fit["epochs_run"], r2.min())
     return mm, metrics
+
+
+def _solvable_phase(net: nn.Sequential, c: Mapping[str, Any], Xs: np.ndarray, Ys: np.ndarray,
+                    tr: np.ndarray, va: np.ndarray, te: np.ndarray, Y: np.ndarray,
+                    y_mean: np.ndarray, y_std: np.ndarray, seed: int, study: str,
+                    threads: int) -> dict[str, Any] | None:
+    """Solvable fine-tuning in place (:mod:`~simcalib.metamodel.solvable`) when enabled; returns
+    its record with the plain net's test R² for comparison, or None."""
+    from simcalib.metamodel import solvable
+
+    sc = solvable.settings(c.get("solvable"))
+    if not sc["enabled"]:
+        return None
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=DTYPE)
+
+    with torch.no_grad():
+        plain_r2 = r2_scores(Y[te], net(t(Xs[te])).numpy() * y_std + y_mean)
+    # the box the MILP searches, in standardised units: the range of all rows
+    box_lo, box_hi = Xs.min(axis=0), Xs.max(axis=0)
+    gen = torch.Generator().manual_seed(int_seed(seed, "metamodel", study, "solvable"))
+    new, rec = solvable.make_solvable(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]),
+                                      box_lo, box_hi, sc, c["loss"], int(c["batch_size"]), gen)
+    net.load_state_dict(new.state_dict())
+    rec["plain_test_r2"] = [float(v) for v in plain_r2]
+    return rec
 
 
 def fine_tune(mm: Metamodel, df_new: pd.DataFrame, cfg: Mapping[str, Any], seed: int,

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simcalib.metamodel.milp.highs_threads import set_threads
 from simcalib.metamodel.milp.problem import OPProblem
 
 INF = 1e30
@@ -105,7 +106,7 @@ class _LP:
         self.hs = highspy
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", int(max(1, threads)))
+        set_threads(h, max(1, int(threads)))
         h.setOptionValue("presolve", "off")
         inf = h.getInfinity()
         self.h = h
@@ -176,7 +177,8 @@ class _LP:
 
 def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 1,
                    cutoff: float | None = None, rounds: int = 2, abs_tol: float = 1e-6,
-                   rel_tol: float = 1e-7) -> NeuronBounds:
+                   rel_tol: float = 1e-7,
+                   start: list[tuple[np.ndarray, np.ndarray]] | None = None) -> NeuronBounds:
     """Interval bounds, then LP-based tightening (see module doc).
 
     With ``cutoff`` (the objective of a known feasible point, e.g. the warm start),
@@ -184,10 +186,15 @@ def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 
     tightened first: the bounds are then valid for every point at least as good as
     the cutoff, which is all the MILP needs to find the optimum, and much tighter,
     because the target pins the outputs.  Each round rebuilds the LP with the bounds
-    of the previous one."""
+    of the previous one.
+
+    ``start``: bounds already known to be valid over the whole box (the cached
+    box bounds of :func:`box_bounds`); they are intersected with interval
+    arithmetic, and neurons they already prove stable get no LP (a stable neuron is
+    represented exactly, its bounds cost nothing)."""
     t0 = time.perf_counter()
     x_lo, x_hi = problem.lo.astype(float).copy(), problem.hi.astype(float).copy()
-    pre = interval_bounds(problem, x_lo, x_hi)
+    pre = interval_bounds(problem, x_lo, x_hi, start=start)
     nl = len(problem.layers)
     solves = 0
     complete = True
@@ -223,6 +230,8 @@ def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 
                 if time.perf_counter() - t0 > time_limit:
                     complete = False
                     break
+                if L[i] >= 0 or U[i] <= 0:
+                    continue  # already stable: exact in the MILP, no binary to save
                 lo_v, hi_v = lp.extreme(cols, W[i])
                 if lo_v is not None:
                     L[i] = max(L[i], float(_widen(np.array(lo_v + b[i]), -1, abs_tol, rel_tol)))
@@ -240,14 +249,15 @@ def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 
 
 
 def compute_bounds(problem: OPProblem, obbt: dict | None, threads: int = 1,
-                   cutoff: float | None = None) -> NeuronBounds:
+                   cutoff: float | None = None,
+                   start: list[tuple[np.ndarray, np.ndarray]] | None = None) -> NeuronBounds:
     """Bounds as configured: ``obbt.enabled`` (default true), ``obbt.time_limit``,
-    ``obbt.rounds``; ``cutoff`` as in :func:`tighten_bounds`."""
+    ``obbt.rounds``; ``cutoff`` and ``start`` as in :func:`tighten_bounds`."""
     obbt = obbt or {}
     if not obbt.get("enabled", True):
         t0 = time.perf_counter()
-        pre = interval_bounds(problem)
+        pre = interval_bounds(problem, start=start)
         return NeuronBounds(pre=pre, seconds=time.perf_counter() - t0)
     return tighten_bounds(problem, time_limit=float(obbt.get("time_limit", 10.0)),
                           threads=threads, cutoff=cutoff if obbt.get("cutoff", True) else None,
-                          rounds=int(obbt.get("rounds", 2)))
+                          rounds=int(obbt.get("rounds", 2)), start=start)

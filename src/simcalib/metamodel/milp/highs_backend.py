@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from simcalib.errors import ConfigError
+from simcalib.errors import ConfigError, SimcalibError
 from simcalib.metamodel.milp.formulation import MILPModel
+from simcalib.metamodel.milp.highs_threads import set_threads
 
 
 @dataclass
@@ -53,9 +54,7 @@ def apply_options(h: Any, solver: Mapping[str, Any], seed: int) -> None:
     h.setOptionValue("mip_feasibility_tolerance", tol)
     h.setOptionValue("primal_feasibility_tolerance", tol)
     h.setOptionValue("random_seed", int(seed) % 2_147_483_647)
-    threads = int(solver.get("threads", 0) or 0)
-    if threads > 0:
-        h.setOptionValue("threads", threads)
+    set_threads(h, int(solver.get("threads", 0) or 0))
     for key, value in (solver.get("options") or {}).items():
         status = h.setOptionValue(str(key), value)
         import highspy
@@ -99,6 +98,10 @@ def solve(model: MILPModel, solver: Mapping[str, Any], warm: np.ndarray | None =
     seconds = time.perf_counter() - t0
     ms = h.getModelStatus()
     status = _status_name(h, ms)
+    if status in ("not_set", "load_error", "model_error", "presolve_error", "solve_error",
+                  "postsolve_error"):
+        raise SimcalibError(f"HiGHS did not solve the OP model (status {status}); rerun with "
+                            "log: true in the solver option set to see why")
     info = h.getInfo()
     has_sol = int(info.primal_solution_status) == 2
     values = np.asarray(h.getSolution().col_value, dtype=float) if has_sol else None

@@ -18,6 +18,7 @@ import numpy as np
 from simcalib.config import check_section, schema_defaults
 from simcalib.errors import ConfigError
 from simcalib.metamodel.milp.bounds import NeuronBounds, compute_bounds, interval_bounds
+from simcalib.metamodel.milp.boxbounds import box_bounds
 from simcalib.metamodel.milp.formulation import MILPModel, build_milp
 from simcalib.metamodel.milp.problem import (
     OPProblem,
@@ -26,6 +27,7 @@ from simcalib.metamodel.milp.problem import (
     check_forward,
     full_inputs,
 )
+from simcalib.metamodel.milp.warmstart import local_refine, multistart_lbfgs
 from simcalib.metamodel.milp.warmstart import warm_start as search_warm_start
 from simcalib.metamodel.network import Metamodel
 from simcalib.seeds import rng
@@ -34,6 +36,8 @@ from simcalib.space import Space
 log = logging.getLogger(__name__)
 
 BACKENDS = ("highs", "gurobi")
+#: random samples of the light warm start of a small net (``obbt.skip_below``)
+SMALL_SAMPLES = 2000
 
 #: Defaults of one solver option set, from solvers.schema.yaml (the one source of truth).
 SOLVER_DEFAULTS: dict[str, Any] = schema_defaults("solvers.schema.yaml", "option_set",
@@ -65,11 +69,46 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
             warm_start: np.ndarray | None, seed: int, cutoff_slack: float = 0.0,
             allow_trivial: bool = True
             ) -> tuple[OPProblem, dict[str, Any], NeuronBounds, np.ndarray | None, dict[str, Any]]:
-    """OPProblem, settings, bounds and warm-start point (shared with alternatives)."""
+    """OPProblem, settings, bounds and warm-start point (shared with alternatives).
+
+    Portfolio by net size: the bounds over the whole box are computed once per
+    (network, context, box) and cached (:mod:`.boxbounds`).  When at most
+    ``obbt.skip_below`` neurons are unstable over the box, the MILP uses them as
+    they are and the warm start is light (the full pool runs afterwards only if
+    the solve is not proven optimal).  Otherwise sampling and refinement run first
+    and their objective cuts the per-target tightening, which starts from the box
+    bounds and skips neurons they prove stable; multi-start L-BFGS runs after an
+    unproven solve (or first, with ``warm_start.multistart_first``)."""
     s = solver_settings(solver)
     problem = build_problem(mm, space, target, context, box, weights)
-    x0, f0, wstats = search_warm_start(problem, space, s["warm_start"],
-                                       rng(seed, "op", "warm_start"))
+    plain = s["backend"] == "gurobi" and not s["use_bounds"]
+    threads = int(s["threads"] or 1)
+    box_nb, cached = None, False
+    if not plain:
+        # bounds over the full box at this context hold on every sub-box (proximity
+        # boxes of the strategies), so one cached computation serves them all
+        full = problem if box is None else build_problem(mm, space, target, context, None,
+                                                         weights)
+        box_nb, cached = box_bounds(full, float(s["obbt"].get("box_time_limit", 30.0)),
+                                    threads, use_cache=bool(s["obbt"].get("enabled", True)))
+        if box is not None:
+            t_sub = time.perf_counter()
+            box_nb = NeuronBounds(pre=interval_bounds(problem, start=box_nb.pre),
+                                  seconds=box_nb.seconds + time.perf_counter() - t_sub,
+                                  lp_solves=box_nb.lp_solves)
+    box_unstable = None if box_nb is None else int(box_nb.summary()["unstable"])
+    small = box_unstable is not None and cutoff_slack == 0.0 \
+        and box_unstable <= int(s["obbt"].get("skip_below", 0))
+    ws = dict(s["warm_start"])
+    if small:  # a quick solve: a light incumbent now, the full pool only if unproven
+        ws.update(samples=min(int(ws.get("samples", 20000)), SMALL_SAMPLES), local=0)
+    # multi-start L-BFGS costs ~20 local searches: run first only when asked
+    # (``warm_start.multistart_first``), else after the solve and only if it is unproven
+    first = bool(ws.get("multistart_first", False)) and not small
+    x0, f0, wstats = search_warm_start(problem, space, ws, rng(seed, "op", "warm_start"),
+                                       multistart=first)
+    wstats["multistart_done"] = first and wstats.get("multistart_objective") is not None
+    wstats["light"] = bool(small)
     if warm_start is not None:
         given = np.clip(np.asarray(warm_start, dtype=float), problem.lo, problem.hi)
         given[problem.integer] = np.round(given[problem.integer])
@@ -84,16 +123,78 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     # the objective is >= 0: a warm start within mip_gap_abs of 0 is proven optimal
     trivial = allow_trivial and x0 is not None and f0 <= float(s["mip_gap_abs"])
     wstats["trivial"] = bool(trivial)
-    if trivial or (s["backend"] == "gurobi" and not s["use_bounds"]):
+    if trivial or plain:
         t0 = time.perf_counter()
         nb = NeuronBounds(pre=interval_bounds(problem), seconds=0.0)
         nb.seconds = time.perf_counter() - t0
+    elif small and box_nb is not None:
+        nb = box_nb
+        nb.seconds = 0.0 if cached else nb.seconds
     else:
         # the incumbent's objective (+ slack for alternative optima) cuts the region
         cutoff = f0 + cutoff_slack if x0 is not None and np.isfinite(f0) else None
-        nb = compute_bounds(problem, s["obbt"], int(s["threads"] or 1), cutoff)
+        nb = compute_bounds(problem, s["obbt"], threads, cutoff,
+                            start=None if box_nb is None else box_nb.pre)
+        if box_nb is not None and not cached:
+            nb.seconds += box_nb.seconds  # the first target pays for the box bounds
     wstats["used_objective"] = None if x0 is None else f0
+    wstats["portfolio"] = {"box_unstable": box_unstable, "box_cached": bool(cached),
+                           "path": "plain" if plain else ("box-bounds" if small else "cutoff")}
     return problem, s, nb, x0, wstats
+
+
+def apply_floor(mm: Metamodel, space: Space, problem: OPProblem, res: OPResult,
+                x0: np.ndarray | None, f0: float, s: Mapping[str, Any], wstats: dict[str, Any],
+                seed: int) -> OPResult:
+    """Never worse than local search: polish the solver's point with L-BFGS, run
+    the multi-start L-BFGS of the pool if it was deferred and the solve is not
+    proven optimal, and return the best of these and the warm-start pool.  The
+    bound stays the solver's (valid for every point); the gap shrinks with the
+    objective.  ``info['floor']`` says where the answer came from."""
+    ws = s["warm_start"]
+    if not ws.get("enabled", True):
+        return res
+    t0 = time.perf_counter()
+    cands: list[tuple[float, np.ndarray, str]] = []
+    milp_obj = res.objective
+    if np.all(np.isfinite(res.x)):
+        cands.append((float(problem.objective(res.x)[0]), res.x, "solver"))
+        xp, fp = local_refine(problem, res.x, int(ws.get("maxiter", 200)))
+        cands.append((fp, xp, "solver+polish"))
+    if x0 is not None and np.isfinite(f0):
+        cands.append((f0, np.asarray(x0, dtype=float), "warm_start_pool"))
+    if res.status != "optimal" and wstats.get("light") and int(ws.get("local", 5)) > 0:
+        xr, fr, _ = search_warm_start(problem, space, {**ws, "starts": 0},
+                                      rng(seed, "op", "floor_refine"), multistart=False)
+        if xr is not None:
+            cands.append((fr, xr, "refined_samples"))
+    if res.status != "optimal" and not wstats.get("multistart_done") and \
+            int(ws.get("starts", 0)) > 0:
+        xm, fm = multistart_lbfgs(problem, space, int(ws["starts"]),
+                                  rng(seed, "op", "floor_multistart"), int(ws.get("maxiter", 200)))
+        wstats["multistart_objective"] = fm
+        cands.append((fm, xm, "multistart"))
+    if not cands:
+        return res
+    f_best, x_best, src = min(cands, key=lambda c: c[0])
+    floor = {"solver_objective": milp_obj, "source": "solver", "seconds": 0.0}
+    if src != "solver" and f_best < milp_obj - 1e-12:
+        x = np.clip(np.asarray(x_best, dtype=float), problem.lo, problem.hi)
+        x[problem.integer] = np.round(x[problem.integer])
+        y = mm.predict_scaled(full_inputs(mm, problem, x)[None])[0]
+        obj = float(np.abs(y - problem.target_scaled) @ problem.weights)
+        if obj < milp_obj:
+            bound = res.bound
+            gap = max(0.0, obj - bound) if np.isfinite(bound) else np.inf
+            res = OPResult(x=x, predicted=mm.unscale_outputs(y), objective=obj,
+                           bound=float(bound), gap=float(gap), status=res.status,
+                           seconds=res.seconds, nodes=res.nodes, backend=res.backend,
+                           time_limited=res.time_limited, info=res.info)
+            floor["source"] = src
+    floor["seconds"] = round(time.perf_counter() - t0, 4)
+    res.seconds += floor["seconds"]
+    res.info["floor"] = floor
+    return res
 
 
 def finish(mm: Metamodel, space: Space, problem: OPProblem, model: MILPModel | None,
@@ -130,6 +231,14 @@ def optimize(mm: Metamodel, space: Space, target: Mapping[str, float],
     t0 = time.perf_counter()
     problem, s, nb, x0, wstats = prepare(mm, space, target, context, solver, box, weights,
                                          warm_start, seed)
+    res = _solve(mm, space, problem, s, nb, x0, wstats, seed, t0)
+    f0 = wstats.get("used_objective")
+    return apply_floor(mm, space, problem, res, x0, np.inf if f0 is None else float(f0), s,
+                       wstats, seed)
+
+
+def _solve(mm: Metamodel, space: Space, problem: OPProblem, s: dict[str, Any], nb: NeuronBounds,
+           x0: np.ndarray | None, wstats: dict[str, Any], seed: int, t0: float) -> OPResult:
     info: dict[str, Any] = {"bounds": nb.summary(), "warm_start": wstats}
     if wstats.get("trivial"):
         # no solver needed: the warm start is within mip_gap_abs of the bound 0

@@ -6,9 +6,11 @@
   domain constraints) over the continuous inputs with the integers fixed, then ±1
   moves on each integer input, repeated while it improves.  The objective is
   piecewise linear; its gradient is back-propagated exactly in numpy.
-* :func:`warm_start` = sampling + refinement of the best few distinct samples.  The
-  result is handed to the solver as an incumbent, which gives HiGHS a good primal
-  bound from node 0 (it may otherwise find none on larger nets).
+* :func:`warm_start` = sampling + refinement of the best few distinct samples +
+  multi-start L-BFGS from random points (the pool).  The result is handed to the
+  solver as an incumbent, which gives HiGHS a good primal bound from node 0 (it
+  may otherwise find none on larger nets), and it is the floor of OP's answer:
+  OP never returns a point worse than its own local searches.
 """
 
 from __future__ import annotations
@@ -150,10 +152,13 @@ def multistart_lbfgs(problem: OPProblem, space: Space, starts: int, rng: np.rand
 
 
 def warm_start(problem: OPProblem, space: Space, cfg: Mapping[str, Any] | None,
-               rng: np.random.Generator) -> tuple[np.ndarray | None, float, dict[str, Any]]:
-    """Sampling then refinement of the best ``local`` distinct samples.  Returns
-    (x or None, objective, stats); ``None`` when disabled or when no feasible point
-    could be drawn (the solver then starts cold)."""
+               rng: np.random.Generator, multistart: bool = True
+               ) -> tuple[np.ndarray | None, float, dict[str, Any]]:
+    """The warm-start pool: sampling, refinement of the best ``local`` distinct
+    samples, and (``multistart``) L-BFGS from ``starts`` random feasible points.
+    Returns (best x or None, objective, stats); ``None`` when disabled or when no
+    feasible point could be drawn (the solver then starts cold).  The pool's best is
+    also the floor of OP's answer (:func:`simcalib.metamodel.milp.optimize.optimize`)."""
     cfg = dict(cfg or {})
     if not cfg.get("enabled", True):
         return None, np.inf, {"enabled": False}
@@ -170,7 +175,7 @@ def warm_start(problem: OPProblem, space: Space, cfg: Mapping[str, Any] | None,
     # refine the best distinct samples (skip near-duplicates in scaled inputs)
     span = np.where(problem.hi > problem.lo, problem.hi - problem.lo, 1.0)
     chosen: list[np.ndarray] = []
-    for x in X:
+    for x in (X if k > 0 else []):
         if all(np.max(np.abs((x - c) / span)) > distinct for c in chosen):
             chosen.append(x)
         if len(chosen) >= k:
@@ -180,5 +185,13 @@ def warm_start(problem: OPProblem, space: Space, cfg: Mapping[str, Any] | None,
         x, fx = local_refine(problem, x0, int(cfg.get("maxiter", 200)))
         if fx < best_f:
             best_x, best_f = x, fx
-    return best_x, best_f, {"enabled": True, "found": True, "sample_objective": sample_best,
-                            "objective": best_f, "seconds": time.perf_counter() - t0}
+    stats: dict[str, Any] = {"enabled": True, "found": True, "sample_objective": sample_best,
+                             "refined_objective": best_f, "multistart_objective": None}
+    if multistart and int(cfg.get("starts", 0)) > 0:
+        xm, fm = multistart_lbfgs(problem, space, int(cfg["starts"]), rng,
+                                  int(cfg.get("maxiter", 200)))
+        stats["multistart_objective"] = fm
+        if fm < best_f:
+            best_x, best_f = xm, fm
+    stats.update({"objective": best_f, "seconds": time.perf_counter() - t0})
+    return best_x, best_f, stats
