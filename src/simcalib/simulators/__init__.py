@@ -10,6 +10,16 @@ from simcalib.simulators import (  # noqa: F401  (register)
     pyfunc,
     rosenbrock,
 )
-from simcalib.simulators.base import REGISTRY, Simulator, finalize, make_simulator, study_outputs
+from simcalib.simulators.base import (
+    REGISTRY,
+    STATUSES,
+    WARNING_PREFIX,
+    Simulator,
+    count_warnings,
+    finalize,
+    make_simulator,
+    study_outputs,
+)
 
-__all__ = ["REGISTRY", "Simulator", "finalize", "make_simulator", "study_outputs"]
+__all__ = ["REGISTRY", "STATUSES", "WARNING_PREFIX", "Simulator", "count_warnings", "finalize",
+           "make_simulator", "study_outputs"]

@@ -32,6 +32,20 @@ STATUS_INVALID = "invalid_input"
 STATUSES = (STATUS_OK, STATUS_NAN, STATUS_ERROR, STATUS_TIMEOUT, STATUS_MISSING, STATUS_PARSE,
             STATUS_INVALID)
 
+# An ``ok`` row whose ``message`` starts with this prefix ran to completion but
+# said something worth reading (a command's stderr lines mentioning a warning or
+# an error).  Summaries count them with :func:`count_warnings`.
+WARNING_PREFIX = "warning: "
+
+
+def count_warnings(frame: pd.DataFrame) -> int:
+    """Rows with status ``ok`` whose message carries :data:`WARNING_PREFIX`: the
+    successful runs that printed warnings (e.g. a seed the program rejected)."""
+    if "message" not in frame or "status" not in frame or frame.empty:
+        return 0
+    msg = frame["message"].fillna("").astype(str)
+    return int(((frame["status"] == STATUS_OK) & msg.str.startswith(WARNING_PREFIX)).sum())
+
 
 @runtime_checkable
 class Simulator(Protocol):
@@ -58,10 +72,15 @@ def register(name: str) -> Callable[[Builder], Builder]:
     return deco
 
 
-def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index) -> pd.DataFrame:
+def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index,
+             key: str = "simulator") -> pd.DataFrame:
     """Normalise a simulator's raw result: every output column present and float,
     ``status``/``message`` present, and non-finite outputs of an ``ok`` row turned
-    into a ``nan_output`` status row (a NaN must never pass as data)."""
+    into a ``nan_output`` status row (a NaN must never pass as data).
+
+    A status outside :data:`STATUSES` is a broken simulator contract (a user's
+    function returning ``"failed"``), not a failure kind downstream stages know how
+    to count, so it raises :class:`ConfigError` naming ``key``."""
     out = pd.DataFrame(index=index)
     for name in outputs:
         out[name] = pd.to_numeric(result[name], errors="coerce") if name in result else np.nan
@@ -69,6 +88,10 @@ def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index) -> p
               else pd.Series(STATUS_OK, index=index))
     message = (result["message"].fillna("").astype(str) if "message" in result
                else pd.Series("", index=index))
+    unknown = sorted(set(status) - set(STATUSES))
+    if unknown:
+        raise ConfigError(key, f"the simulator returned unknown status(es) {unknown}; a row's "
+                          f"status must be one of {list(STATUSES)}")
     vals = out[list(outputs)].to_numpy(dtype=float) if outputs else np.zeros((len(index), 0))
     bad = (status == STATUS_OK).to_numpy() & ~np.isfinite(vals).all(axis=1)
     if bad.any():

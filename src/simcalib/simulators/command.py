@@ -72,6 +72,7 @@ from simcalib.simulators.base import (
     STATUS_OK,
     STATUS_PARSE,
     STATUS_TIMEOUT,
+    WARNING_PREFIX,
     check_options,
     finalize,
     register,
@@ -81,6 +82,7 @@ ALLOWED: dict[str, Any] = {
     "command": None, "input_file": None, "output_file": None, "parser": "keyvalue",
     "output_map": None, "outputs": None, "timeout": 600.0, "env": None,
     "keep_failed": False, "workdir": None, "link_files": None, "max_parallel": None,
+    "seed_bits": 31,
 }
 INPUT_FILE_ALLOWED: dict[str, Any] = {
     "name": None, "format": "lines", "template": None, "template_file": None,
@@ -94,6 +96,9 @@ RUNTIME_NAMES = ("seed", "run_id", "root", "workdir", "input_file", "output_file
 STDOUT_LOG, STDERR_LOG = ".simcalib.stdout", ".simcalib.stderr"
 KILL_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this long
 TAIL_CHARS = 600
+# stderr lines of a successful run that say this are reported in its message
+_WARNING_LINE = re.compile(r"\b(warn\w*|error\w*|fatal|exception|traceback|abort\w*|"
+                           r"invalid|overflow|out of range)\b", re.IGNORECASE)
 
 _FORMATTER = string.Formatter()
 _INDEXED = re.compile(r"^(.*)\[(-?\d+)\]$")
@@ -261,6 +266,19 @@ def _tail(path: Path, n: int = TAIL_CHARS) -> str:
     return text if len(text) <= n else "..." + text[-n:]
 
 
+def _warning_lines(path: Path, n: int = TAIL_CHARS) -> tuple[int, str]:
+    """How many stderr lines mention a warning or an error, and those lines as
+    one printable line (the first ``n`` characters)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return 0, ""
+    hits = [line for line in raw.splitlines() if _WARNING_LINE.search(line)]
+    text = _clean("\n".join(hits))
+    return len(hits), text if len(text) <= n else text[:n] + "..."
+
+
 def _kill_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
     """SIGTERM the run's process group, then SIGKILL whatever is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -371,6 +389,8 @@ class CommandSimulator:
     link_files: list[Path] = field(default_factory=list)
     max_parallel: int | None = None
     root: Path = field(default_factory=Path.cwd)
+    seed_bits: int = 31
+    key: str = "simulator.options"
 
     def __post_init__(self) -> None:
         self._stopping = False
@@ -421,7 +441,7 @@ class CommandSimulator:
             if pool:
                 pool.shutdown(wait=True)
         res = pd.DataFrame(results, index=inputs.index)
-        return finalize(res, self.outputs, inputs.index)
+        return finalize(res, self.outputs, inputs.index, self.key)
 
     def _trap_sigterm(self) -> Any:
         """While a batch runs in the main thread, turn SIGTERM (a cancelled cluster
@@ -449,7 +469,11 @@ class CommandSimulator:
 
     # ---- one row -----------------------------------------------------------
     def run_one(self, inputs: Mapping[str, Any], seed: int, run_id: Any = 0) -> dict[str, Any]:
-        """Run one row; returns ``{output: value, ..., status, message}``."""
+        """Run one row; returns ``{output: value, ..., status, message}``.
+
+        The seed is reduced to its low ``seed_bits`` bits (31 by default), so a
+        program that reads it into a 32-bit ``int`` gets the seed it was given."""
+        seed = int(seed) & ((1 << self.seed_bits) - 1)
         bad = [k for k, v in inputs.items() if not _is_finite(v)]
         if bad:
             return {"status": STATUS_INVALID, "message": f"non-finite input(s): {bad}"}
@@ -531,7 +555,10 @@ class CommandSimulator:
         bad = [o for o, v in vals.items() if not math.isfinite(v)]
         if bad:
             return {**vals, **fail(STATUS_NAN, f"non-finite output(s): {bad}")}
-        return {**vals, "status": STATUS_OK, "message": ""}
+        n_warn, warn = _warning_lines(err_log)
+        message = (f"{WARNING_PREFIX}{n_warn} stderr line(s) mention a warning or an error: "
+                   f"{warn}") if n_warn else ""
+        return {**vals, "status": STATUS_OK, "message": message}
 
     def _input_text(self, inputs: Mapping[str, Any], values: Mapping[str, Any]) -> str:
         if self.input_format == "template":
@@ -753,6 +780,10 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
         if not p.exists():
             raise ConfigError(f"{key}.link_files.{i}", f"{p} does not exist")
         links.append(p.resolve())
+    seed_bits = options.get("seed_bits", ALLOWED["seed_bits"])
+    if isinstance(seed_bits, bool) or not isinstance(seed_bits, int) or not 1 <= seed_bits <= 63:
+        raise ConfigError(f"{key}.seed_bits", f"must be an integer from 1 to 63 (seeds are then "
+                          f"in [0, 2^seed_bits - 1]), got {seed_bits!r}")
     max_par = options.get("max_parallel")
     if max_par is not None and (isinstance(max_par, bool) or not isinstance(max_par, int)
                                 or max_par < 1):
@@ -763,7 +794,8 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
         input_name=in_name, input_format=in_format, input_template=in_tpl, input_extra=extra,
         separator=separator, input_names=input_names, integer_names=integer_names,
         timeout=float(timeout), env=env, keep_failed=_bool(options, "keep_failed", False, key),
-        workdir=wpath, link_files=links, max_parallel=max_par, root=root)
+        workdir=wpath, link_files=links, max_parallel=max_par, root=root, seed_bits=seed_bits,
+        key=key)
     _dry_render(sim, key)
     return sim
 

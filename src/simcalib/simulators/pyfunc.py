@@ -47,8 +47,9 @@ def load_callable(spec: str, key: str, path: str | None = None) -> Callable[...,
 
 class PythonFunction:
     def __init__(self, fn: Callable[..., Any], outputs: list[str],
-                 options: Mapping[str, Any]) -> None:
+                 options: Mapping[str, Any], key: str = "simulator.options") -> None:
         self.fn = fn
+        self.key = key
         self.outputs = outputs
         self.options = dict(options)
         params = inspect.signature(fn).parameters
@@ -71,7 +72,7 @@ class PythonFunction:
             tail = traceback.format_exc(limit=2).strip().splitlines()[-1]
             res = pd.DataFrame({"status": STATUS_ERROR, "message": f"{type(exc).__name__}: {tail}"},
                                index=inputs.index)
-        return finalize(res, self.outputs, inputs.index)
+        return finalize(res, self.outputs, inputs.index, f"{self.key}.function")
 
 
 @register("python")
@@ -84,4 +85,4 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Pyt
         raise ConfigError(f"{key}.outputs", "list the outputs the function returns "
                           "(or give the study's 'outputs')")
     fn = load_callable(str(options["function"]), f"{key}.function", options.get("path"))
-    return PythonFunction(fn, outputs, options.get("options") or {})
+    return PythonFunction(fn, outputs, options.get("options") or {}, key)
