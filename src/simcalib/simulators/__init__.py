@@ -18,8 +18,12 @@ from simcalib.simulators.base import (
     count_warnings,
     finalize,
     make_simulator,
+    result_columns,
     study_outputs,
 )
+from simcalib.simulators.layer import SharedLayer, replicate_seeds
+from simcalib.simulators.probe import probe, probe_is_reusable
 
 __all__ = ["REGISTRY", "STATUSES", "WARNING_PREFIX", "Simulator", "count_warnings", "finalize",
-           "make_simulator", "study_outputs"]
+           "make_simulator", "probe", "probe_is_reusable", "replicate_seeds", "result_columns",
+           "SharedLayer", "study_outputs"]

@@ -118,13 +118,24 @@ def check_options(options: Mapping[str, Any], allowed: Mapping[str, Any], key: s
 def make_simulator(study: Mapping[str, Any], key: str = "study") -> Simulator:
     """Build the simulator a study names (``study['simulator']['type']``)."""
     from simcalib import simulators as _pkg  # noqa: F401  (registers the built-ins)
+    from simcalib.simulators.layer import SharedLayer, check_layer, inner_outputs, read_layer_spec
 
     spec = study["simulator"]
     kind = spec["type"]
     if kind not in REGISTRY:
         raise ConfigError(f"{key}.simulator.type",
                           f"unknown simulator {kind!r}; known: {sorted(REGISTRY)}")
-    sim = REGISTRY[kind](spec.get("options") or {}, study, f"{key}.simulator.options")
+    replicates, derived = read_layer_spec(spec, f"{key}.simulator")
+    inner_study = dict(study)
+    need = inner_outputs(study.get("outputs"), derived)
+    if need is None:
+        inner_study.pop("outputs", None)
+    else:
+        inner_study["outputs"] = need
+    sim = REGISTRY[kind](spec.get("options") or {}, inner_study, f"{key}.simulator.options")
+    if replicates > 1 or derived:
+        check_layer(sim, replicates, derived, f"{key}.simulator")
+        sim = SharedLayer(sim, replicates, derived, f"{key}.simulator")
     declared = study.get("outputs")
     if declared:
         missing = [o for o in declared if o not in sim.outputs]
@@ -137,3 +148,12 @@ def make_simulator(study: Mapping[str, Any], key: str = "study") -> Simulator:
 def study_outputs(study: Mapping[str, Any], sim: Simulator) -> list[str]:
     """The outputs a study calibrates on: ``outputs`` from config, else all."""
     return list(study.get("outputs") or sim.outputs)
+
+
+def result_columns(sim: Simulator, outputs: Sequence[str]) -> list[str]:
+    """The columns of ``sim.run``'s result a dataset keeps for ``outputs``: each
+    output, its ``<output>_sd`` spread when the simulator runs replicates, then
+    ``status`` and ``message``."""
+    extra = set(getattr(sim, "extra_columns", ()) or ())
+    sds = [f"{o}_sd" for o in outputs if f"{o}_sd" in extra]
+    return [*outputs, *sds, "status", "message"]

@@ -152,6 +152,28 @@ class OutputParseError(Exception):
     """An output file exists but does not hold the values we need."""
 
 
+class MissingKeyError(OutputParseError):
+    """The output file has no such key: almost always a typo in ``output_map``,
+    which :func:`simcalib.simulators.probe` turns into a config error."""
+
+    def __init__(self, key: str, available: list[str], hint: str | None) -> None:
+        self.key, self.available, self.hint = key, available, hint
+        shown = available[:12] + (["..."] if len(available) > 12 else [])
+        did = f" (did you mean '{hint}'?)" if hint else ""
+        super().__init__(f"key '{key}' not found{did}; the file has {shown}")
+
+
+def _nearest(name: str, candidates: Sequence[str]) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    if not close:  # case or spacing slips: 'peak time' for 'Peak time'
+        low = {c.lower().replace(" ", "").replace("_", ""): c for c in candidates}
+        close = [low[k] for k in difflib.get_close_matches(
+            name.lower().replace(" ", "").replace("_", ""), list(low), n=1, cutoff=0.6)]
+    return close[0] if close else None
+
+
 def parse_keyvalue(text: str) -> dict[str, str]:
     """``key: value`` lines (FluTE's Summary file).  Blank lines, ``#`` comments
     and lines without a colon (headers, free text) are skipped; the key is
@@ -231,13 +253,24 @@ def extract(data: Any, key: str) -> float:
     if isinstance(data, dict) and m and m.group(1) in data:
         return _to_float(_index(data[m.group(1)], int(m.group(2)), m.group(1)), key)
     node = data
-    for part in key.split("."):
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
         pm = _INDEXED.match(part)
         name, idx = (pm.group(1), int(pm.group(2))) if pm else (part, None)
         if name:
             if not isinstance(node, dict) or name not in node:
-                keys = list(data)[:12] if isinstance(data, dict) else []
-                raise OutputParseError(f"key '{key}' not found (file has {keys})")
+                keys = [str(k) for k in data] if isinstance(data, dict) else []
+                hint = None
+                if depth == 0:
+                    hint = _nearest(m.group(1) if m else key, keys)
+                    if hint and m:
+                        hint = f"{hint}[{m.group(2)}]"
+                elif isinstance(node, dict):  # a dotted JSON path that goes astray inside
+                    near = _nearest(name, [str(k) for k in node])
+                    if near:
+                        hint = ".".join([*parts[:depth], part.replace(name, near, 1),
+                                         *parts[depth + 1:]])
+                raise MissingKeyError(key, keys, hint)
             node = node[name]
         if idx is not None:
             node = _index(node, idx, key)
@@ -277,6 +310,18 @@ def _warning_lines(path: Path, n: int = TAIL_CHARS) -> tuple[int, str]:
     hits = [line for line in raw.splitlines() if _WARNING_LINE.search(line)]
     text = _clean("\n".join(hits))
     return len(hits), text if len(text) <= n else text[:n] + "..."
+
+
+def _dir_listing(scratch: Path, wanted: str) -> str:
+    """What the program did write, for a missing output file's message."""
+    try:
+        names = sorted(p.name for p in scratch.iterdir()
+                       if p.name not in (STDOUT_LOG, STDERR_LOG) and not p.is_symlink())
+    except OSError:
+        return ""
+    hint = _nearest(wanted, names)
+    did = f" (did you mean {hint!r}?)" if hint else ""
+    return f"{did}; the scratch directory holds {names[:12]}"
 
 
 def _kill_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
@@ -399,19 +444,7 @@ class CommandSimulator:
 
     # ---- batch -------------------------------------------------------------
     def run(self, inputs: pd.DataFrame, seeds: np.ndarray, threads: int = 1) -> pd.DataFrame:
-        seeds = np.asarray(seeds)
-        if len(seeds) != len(inputs):
-            raise ValueError(f"{len(seeds)} seeds for {len(inputs)} rows")
-        names = self.input_names or [c for c in inputs.columns if c != "run_id"]
-        missing = [n for n in names if n not in inputs.columns]
-        has_run_id = "run_id" in inputs.columns
-        rows = []
-        for pos, (label, row) in enumerate(inputs.iterrows()):
-            values = {n: _render_number(row[n], n in self.integer_names
-                                        or pd.api.types.is_integer_dtype(inputs[n].dtype))
-                      for n in names if n in inputs.columns}
-            run_id = row["run_id"] if has_run_id else label
-            rows.append((values, int(seeds[pos]), _render_number(run_id, True)))
+        rows, missing = self._prepare(inputs, seeds)
 
         def one(args: tuple[dict[str, Any], int, Any]) -> dict[str, Any]:
             if missing:
@@ -440,8 +473,50 @@ class CommandSimulator:
             restore()
             if pool:
                 pool.shutdown(wait=True)
-        res = pd.DataFrame(results, index=inputs.index)
+        res = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")}
+                            for r in results], index=inputs.index)
         return finalize(res, self.outputs, inputs.index, self.key)
+
+    def _prepare(self, inputs: pd.DataFrame, seeds: Any) -> tuple[list[tuple], list[str]]:
+        """One ``(placeholder values, seed, run_id)`` per row, and the input columns
+        the batch lacks."""
+        seeds = np.asarray(seeds)
+        if len(seeds) != len(inputs):
+            raise ValueError(f"{len(seeds)} seeds for {len(inputs)} rows")
+        names = self.input_names or [c for c in inputs.columns if c != "run_id"]
+        missing = [n for n in names if n not in inputs.columns]
+        has_run_id = "run_id" in inputs.columns
+        rows = []
+        for pos, (label, row) in enumerate(inputs.iterrows()):
+            values = {n: _render_number(row[n], n in self.integer_names
+                                        or pd.api.types.is_integer_dtype(inputs[n].dtype))
+                      for n in names if n in inputs.columns}
+            run_id = row["run_id"] if has_run_id else label
+            rows.append((values, int(seeds[pos]), _render_number(run_id, True)))
+        return rows, missing
+
+    def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
+        """Run the first row of ``inputs`` once (see :func:`simcalib.simulators.probe`):
+        an output key the file does not hold raises :class:`ConfigError` at the
+        ``output_map`` entry it comes from, with the file's keys and the nearest one."""
+        rows, missing = self._prepare(inputs.iloc[:1], [seed])
+        if missing:
+            raise ConfigError(self.key, f"the probe row lacks input column(s) {missing}")
+        result = self.run_one(*rows[0])
+        if "_missing" in result:
+            output, exc = result["_missing"]
+            fkey = self.file_keys[output]
+            where = (f"{self.key}.output_map.{fkey}" if fkey != output
+                     else f"{self.key}.output_map")
+            what = (f"maps key '{fkey}' to output '{output}'" if fkey != output else
+                    f"has no entry for output '{output}', so it is read from key '{output}'")
+            did = f" (did you mean '{exc.hint}'?)" if exc.hint else ""
+            shown = exc.available[:40] + (["..."] if len(exc.available) > 40 else [])
+            raise ConfigError(where, f"the probe run's output file has no such key: "
+                              f"output_map {what}{did}; the file's keys: {shown}")
+        res = pd.DataFrame([{k: v for k, v in result.items() if not k.startswith("_")}],
+                           index=inputs.index[:1])
+        return finalize(res, self.outputs, inputs.index[:1], self.key)
 
     def _trap_sigterm(self) -> Any:
         """While a batch runs in the main thread, turn SIGTERM (a cancelled cluster
@@ -545,11 +620,17 @@ class CommandSimulator:
             return fail(STATUS_ERROR, _exit_text(rc))
         out_path = out_log if out_name == STDOUT else scratch / out_name
         if not out_path.is_file():
-            return fail(STATUS_MISSING, f"output file {out_name!r} not written")
+            return fail(STATUS_MISSING, f"output file {out_name!r} not written"
+                        f"{_dir_listing(scratch, out_name)}")
+        vals: dict[str, float] = {}
         try:
             text = out_path.read_text(errors="replace")
             data = PARSE_FUNCS[self.parser](text)
-            vals = {o: extract(data, self.file_keys[o]) for o in self.outputs}
+            for o in self.outputs:
+                vals[o] = extract(data, self.file_keys[o])
+        except MissingKeyError as exc:
+            missing = next(o for o in self.outputs if o not in vals)
+            return {**fail(STATUS_PARSE, f"{out_name}: {exc}"), "_missing": (missing, exc)}
         except OutputParseError as exc:
             return fail(STATUS_PARSE, f"{out_name}: {exc}")
         bad = [o for o, v in vals.items() if not math.isfinite(v)]

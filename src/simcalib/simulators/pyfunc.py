@@ -57,6 +57,12 @@ class PythonFunction:
         self._takes_options = "options" in params
 
     def run(self, inputs: pd.DataFrame, seeds: np.ndarray, threads: int = 1) -> pd.DataFrame:
+        return finalize(self._call(inputs, seeds), self.outputs, inputs.index,
+                        f"{self.key}.function")
+
+    def _call(self, inputs: pd.DataFrame, seeds: np.ndarray) -> pd.DataFrame:
+        """The function's raw result with the inputs' index, or an ``error`` row per
+        input when it raises."""
         kwargs: dict[str, Any] = {}
         if self._takes_seeds:
             kwargs["seeds"] = np.asarray(seeds)
@@ -72,7 +78,29 @@ class PythonFunction:
             tail = traceback.format_exc(limit=2).strip().splitlines()[-1]
             res = pd.DataFrame({"status": STATUS_ERROR, "message": f"{type(exc).__name__}: {tail}"},
                                index=inputs.index)
-        return finalize(res, self.outputs, inputs.index, f"{self.key}.function")
+        return res
+
+    def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
+        """One row (see :func:`simcalib.simulators.probe`): a function that returns
+        no column for an output raises ``ConfigError`` naming the closest column."""
+        raw = self._call(inputs.iloc[:1], np.array([seed]))
+        check_columns(raw, self.outputs, f"{self.key}.outputs")
+        return finalize(raw, self.outputs, inputs.index[:1], f"{self.key}.function")
+
+
+def check_columns(raw: pd.DataFrame, outputs: list[str], key: str) -> None:
+    """Raise ``ConfigError`` when a function's successful result lacks an output."""
+    import difflib
+
+    if "status" in raw and (raw["status"].astype(str) != "ok").all():
+        return  # it failed; the row says why
+    cols = [str(c) for c in raw.columns if c not in ("status", "message")]
+    for o in outputs:
+        if o not in raw.columns:
+            close = difflib.get_close_matches(o, cols, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(key, f"the probe run's result has no column for output {o!r}"
+                              f"{hint}; it returned {cols}")
 
 
 @register("python")
