@@ -77,13 +77,15 @@ from simcalib.simulators.base import (
     finalize,
     register,
 )
+from simcalib.simulators.scratch import LinkStage, Watchdog, check_name, inside
 
 ALLOWED: dict[str, Any] = {
     "command": None, "input_file": None, "output_file": None, "parser": "keyvalue",
     "output_map": None, "outputs": None, "timeout": 600.0, "env": None,
     "keep_failed": False, "workdir": None, "link_files": None, "max_parallel": None,
-    "seed_bits": 31,
+    "seed_bits": 31, "link_mode": "copy",
 }
+LINK_MODES = ("copy", "symlink")
 INPUT_FILE_ALLOWED: dict[str, Any] = {
     "name": None, "format": "lines", "template": None, "template_file": None,
     "extra": None, "separator": " ",
@@ -408,6 +410,23 @@ def _exit_text(rc: int) -> str:
     return f"exit status {rc}"
 
 
+def _confined(name: str, scratch: Path) -> None:
+    """A rendered file name must stay inside the scratch directory (validation
+    checks the template; this checks what placeholders put into it)."""
+    p = Path(name)
+    if p.is_absolute() or ".." in p.parts or not inside(scratch / p, scratch):
+        raise ValueError(f"file name {name!r} leaves the scratch directory")
+
+
+@dataclass
+class _Batch:
+    """What the runs of one batch share."""
+
+    watchdog: Watchdog
+    stage: LinkStage | None = None
+    error: str = ""
+
+
 # ---------------------------------------------------------------------------
 # the simulator
 # ---------------------------------------------------------------------------
@@ -431,7 +450,8 @@ class CommandSimulator:
     env: dict[str, Template] = field(default_factory=dict)
     keep_failed: bool = False
     workdir: Path | None = None
-    link_files: list[Path] = field(default_factory=list)
+    link_files: dict[str, Path] = field(default_factory=dict)  # name in scratch -> original
+    link_mode: str = "copy"
     max_parallel: int | None = None
     root: Path = field(default_factory=Path.cwd)
     seed_bits: int = 31
@@ -445,12 +465,43 @@ class CommandSimulator:
     # ---- batch -------------------------------------------------------------
     def run(self, inputs: pd.DataFrame, seeds: np.ndarray, threads: int = 1) -> pd.DataFrame:
         rows, missing = self._prepare(inputs, seeds)
+        with self._batch() as batch:
+            results = self._run_rows(rows, missing, threads, batch)
+        res = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")}
+                            for r in results], index=inputs.index)
+        return finalize(res, self.outputs, inputs.index, self.key)
 
+    @contextlib.contextmanager
+    def _batch(self) -> Any:
+        """The per-batch resources: the watchdog that cleans up if this process
+        dies, and the read-only copies of ``link_files`` (module
+        :mod:`simcalib.simulators.scratch`)."""
+        batch = _Batch(Watchdog())
+        try:
+            if self.link_files and self.link_mode == "copy":
+                try:
+                    batch.stage = LinkStage(self.link_files, self._base()).__enter__()
+                    batch.watchdog.add_dir(batch.stage.dir)  # type: ignore[arg-type]
+                except OSError as exc:
+                    batch.error = f"could not copy link_files: {type(exc).__name__}: {exc}"
+            yield batch
+        finally:
+            if batch.stage is not None:
+                batch.stage.__exit__()
+            batch.watchdog.close()
+
+    def _base(self) -> Path:
+        return self.workdir or Path(tempfile.gettempdir())
+
+    def _run_rows(self, rows: list[tuple], missing: list[str], threads: int,
+                  batch: _Batch) -> list[dict[str, Any]]:
         def one(args: tuple[dict[str, Any], int, Any]) -> dict[str, Any]:
             if missing:
                 return {"status": STATUS_ERROR, "message": f"input column(s) missing: {missing}"}
+            if batch.error:
+                return {"status": STATUS_ERROR, "message": batch.error}
             try:
-                return self.run_one(*args)
+                return self.run_one(*args, batch=batch)
             except Exception as exc:  # e.g. an unwritable workdir: still data, not a crash
                 return {"status": STATUS_ERROR, "message": f"{type(exc).__name__}: {exc}"}
 
@@ -473,9 +524,7 @@ class CommandSimulator:
             restore()
             if pool:
                 pool.shutdown(wait=True)
-        res = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")}
-                            for r in results], index=inputs.index)
-        return finalize(res, self.outputs, inputs.index, self.key)
+        return results
 
     def _prepare(self, inputs: pd.DataFrame, seeds: Any) -> tuple[list[tuple], list[str]]:
         """One ``(placeholder values, seed, run_id)`` per row, and the input columns
@@ -502,7 +551,9 @@ class CommandSimulator:
         rows, missing = self._prepare(inputs.iloc[:1], [seed])
         if missing:
             raise ConfigError(self.key, f"the probe row lacks input column(s) {missing}")
-        result = self.run_one(*rows[0])
+        with self._batch() as batch:
+            result = (self.run_one(*rows[0], batch=batch) if not batch.error else
+                      {"status": STATUS_ERROR, "message": batch.error})
         if "_missing" in result:
             output, exc = result["_missing"]
             fkey = self.file_keys[output]
@@ -543,7 +594,8 @@ class CommandSimulator:
             _kill_group(proc, grace=0.5)
 
     # ---- one row -----------------------------------------------------------
-    def run_one(self, inputs: Mapping[str, Any], seed: int, run_id: Any = 0) -> dict[str, Any]:
+    def run_one(self, inputs: Mapping[str, Any], seed: int, run_id: Any = 0,
+                batch: _Batch | None = None) -> dict[str, Any]:
         """Run one row; returns ``{output: value, ..., status, message}``.
 
         The seed is reduced to its low ``seed_bits`` bits (31 by default), so a
@@ -552,18 +604,30 @@ class CommandSimulator:
         bad = [k for k, v in inputs.items() if not _is_finite(v)]
         if bad:
             return {"status": STATUS_INVALID, "message": f"non-finite input(s): {bad}"}
-        base = self.workdir or Path(tempfile.gettempdir())
+        if batch is None:
+            with self._batch() as own:
+                return (self.run_one(inputs, seed, run_id, own) if not own.error else
+                        {"status": STATUS_ERROR, "message": own.error})
+        base = self._base()
         base.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"simcalib-{_safe_name(str(run_id))}-", dir=base))
-        result = self._run_in(scratch, dict(inputs), seed, run_id)
-        if result["status"] == STATUS_OK or not self.keep_failed:
+        batch.watchdog.add_dir(scratch)
+        try:
+            result = self._run_in(scratch, dict(inputs), seed, run_id, batch)
+        except BaseException:  # interrupted in this thread (Ctrl-C): no scratch left behind
+            shutil.rmtree(scratch, ignore_errors=True)
+            batch.watchdog.drop_dir(scratch)
+            raise
+        if result["status"] == STATUS_OK or not self.keep_failed or self._stopping:
+            # an interrupted run's directory says nothing about the simulator
             shutil.rmtree(scratch, ignore_errors=True)
         else:
             result["message"] = f"{result['message']} [scratch kept: {scratch}]"
+        batch.watchdog.drop_dir(scratch)
         return result
 
     def _run_in(self, scratch: Path, inputs: dict[str, Any], seed: int,
-                run_id: Any) -> dict[str, Any]:
+                run_id: Any, batch: _Batch) -> dict[str, Any]:
         values: dict[str, Any] = {**inputs, "seed": seed, "run_id": run_id,
                                   "root": str(self.root), "workdir": str(scratch)}
         try:
@@ -571,16 +635,25 @@ class CommandSimulator:
             values["input_file"] = in_name
             out_name = self.output_file.render(values) if self.output_file else STDOUT
             values["output_file"] = out_name
+            for name in (in_name, out_name):
+                if name and name != STDOUT:
+                    _confined(name, scratch)
+            if batch.stage is not None:
+                batch.stage.link_into(scratch)
+            else:
+                for name, src in self.link_files.items():
+                    (scratch / name).symlink_to(src)
             if self.input_name is not None:
-                (scratch / in_name).write_text(self._input_text(inputs, values))
+                path = scratch / in_name
+                if path.is_symlink() or path.exists():
+                    raise ValueError(f"input file {in_name!r} would overwrite a linked file")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(self._input_text(inputs, values))
             argv = [t.render(values) for t in self.argv]
             env = {**os.environ, **{k: t.render(values) for k, t in self.env.items()}}
         except (ValueError, TypeError, KeyError, IndexError, OSError) as exc:
             return {"status": STATUS_ERROR,
                     "message": f"could not prepare the run: {type(exc).__name__}: {exc}"}
-        for src in self.link_files:
-            with contextlib.suppress(FileExistsError):
-                (scratch / src.name).symlink_to(src)
 
         out_log, err_log = scratch / STDOUT_LOG, scratch / STDERR_LOG
         if self._stopping:
@@ -591,6 +664,7 @@ class CommandSimulator:
                                         stdout=fo, stderr=fe, start_new_session=True)
         except OSError as exc:
             return {"status": STATUS_ERROR, "message": f"cannot start {argv[0]!r}: {exc}"}
+        batch.watchdog.add_group(proc.pid)
         with self._lock:  # either _kill_all sees this run, or this run sees _stopping
             self._live.add(proc)
             stopping = self._stopping
@@ -605,6 +679,7 @@ class CommandSimulator:
             proc.wait()
             with self._lock:
                 self._live.discard(proc)
+            batch.watchdog.drop_group(proc.pid)
         rc = proc.returncode
 
         def fail(status: str, what: str) -> dict[str, Any]:
@@ -618,7 +693,14 @@ class CommandSimulator:
                         "killed)")
         if rc != 0:
             return fail(STATUS_ERROR, _exit_text(rc))
+        changed = batch.stage.check() if batch.stage is not None else []
+        if changed:
+            return fail(STATUS_ERROR, f"the program modified linked file(s) {changed} (read-only "
+                        "copies; the originals are unchanged, the copies were made again)")
         out_path = out_log if out_name == STDOUT else scratch / out_name
+        if out_name != STDOUT and out_path.exists() and not inside(out_path, scratch):
+            return fail(STATUS_ERROR, f"output file {out_name!r} resolves outside the scratch "
+                        f"directory (to {out_path.resolve()}); not read")
         if not out_path.is_file():
             return fail(STATUS_MISSING, f"output file {out_name!r} not written"
                         f"{_dir_listing(scratch, out_name)}")
@@ -731,6 +813,32 @@ def _resolve_arg(arg: str, root: Path) -> str:
     return str(p.resolve()) if p.exists() else arg
 
 
+def _read_links(spec: Any, root: Path, key: str) -> dict[str, Path]:
+    """``link_files`` as ``{name in scratch: original}``: a list of paths (each
+    linked under its own name) or a mapping ``{name: path}``."""
+    if spec is None:
+        return {}
+    if isinstance(spec, Mapping):
+        items = [(str(n), f, f"{key}.{n}") for n, f in spec.items()]
+    elif isinstance(spec, list):
+        items = [(None, f, f"{key}.{i}") for i, f in enumerate(spec)]
+    else:
+        raise ConfigError(key, "must be a list of paths or a mapping {name: path}")
+    links: dict[str, Path] = {}
+    for name, f, where in items:
+        if not isinstance(f, str | os.PathLike) or not str(f):
+            raise ConfigError(where, f"must be a path, got {f!r}")
+        p = _locate(str(f), root)
+        if not p.exists():
+            raise ConfigError(where, f"{p} does not exist")
+        name = name if name is not None else p.name
+        check_name(name, where, "link name", allow_dirs=False)
+        if name in links:
+            raise ConfigError(where, f"link name {name!r} is used twice")
+        links[name] = p.resolve()
+    return links
+
+
 def _bool(options: Mapping[str, Any], name: str, default: bool, key: str) -> bool:
     v = options.get(name, default)
     if not isinstance(v, bool):
@@ -793,6 +901,8 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
     if not isinstance(out_file, str) or not out_file:
         raise ConfigError(f"{key}.output_file", "required: the file the program writes its "
                           "outputs to (relative to its scratch directory), or '-' for stdout")
+    if out_file != STDOUT:
+        check_name(out_file, f"{key}.output_file", "output file")
     out_tpl = None if out_file == STDOUT else Template.compile(
         out_file, [*known_names, "input_file"], f"{key}.output_file")
 
@@ -811,8 +921,9 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
         if in_format not in INPUT_FORMATS:
             raise ConfigError(f"{ikey}.format",
                               f"{in_format!r} is not one of {list(INPUT_FORMATS)}")
-        in_name = Template.compile(str(spec.get("name") or DEFAULT_INPUT_NAMES[in_format]),
-                                   known_names, f"{ikey}.name")
+        raw_name = str(spec.get("name") or DEFAULT_INPUT_NAMES[in_format])
+        check_name(raw_name, f"{ikey}.name", "input file name")
+        in_name = Template.compile(raw_name, known_names, f"{ikey}.name")
         separator = str(spec.get("separator", " "))
         has_t, has_tf = spec.get("template") is not None, spec.get("template_file") is not None
         if in_format == "template":
@@ -855,12 +966,16 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
     if workdir is not None:
         wpath = Path(str(workdir)).expanduser()
         wpath = wpath if wpath.is_absolute() else root / wpath
-    links = []
-    for i, f in enumerate(options.get("link_files") or []):
-        p = _locate(str(f), root)
-        if not p.exists():
-            raise ConfigError(f"{key}.link_files.{i}", f"{p} does not exist")
-        links.append(p.resolve())
+    links = _read_links(options.get("link_files"), root, f"{key}.link_files")
+    literal = {f"{key}.input_file.name": in_name.text if in_name else None,
+               f"{key}.output_file": out_file if out_file != STDOUT else None}
+    for where, name in literal.items():
+        if name is not None and name in links:
+            raise ConfigError(where, f"{name!r} is also a link_files name; a run would write "
+                              "or read the linked file instead")
+    link_mode = options.get("link_mode", ALLOWED["link_mode"])
+    if link_mode not in LINK_MODES:
+        raise ConfigError(f"{key}.link_mode", f"{link_mode!r} is not one of {list(LINK_MODES)}")
     seed_bits = options.get("seed_bits", ALLOWED["seed_bits"])
     if isinstance(seed_bits, bool) or not isinstance(seed_bits, int) or not 1 <= seed_bits <= 63:
         raise ConfigError(f"{key}.seed_bits", f"must be an integer from 1 to 63 (seeds are then "
@@ -875,8 +990,8 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
         input_name=in_name, input_format=in_format, input_template=in_tpl, input_extra=extra,
         separator=separator, input_names=input_names, integer_names=integer_names,
         timeout=float(timeout), env=env, keep_failed=_bool(options, "keep_failed", False, key),
-        workdir=wpath, link_files=links, max_parallel=max_par, root=root, seed_bits=seed_bits,
-        key=key)
+        workdir=wpath, link_files=links, link_mode=link_mode, max_parallel=max_par, root=root,
+        seed_bits=seed_bits, key=key)
     _dry_render(sim, key)
     return sim
 
