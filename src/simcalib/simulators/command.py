@@ -77,7 +77,7 @@ from simcalib.simulators.base import (
     finalize,
     register,
 )
-from simcalib.simulators.scratch import LinkStage, Watchdog, check_name, inside
+from simcalib.simulators.scratch import LinkStage, Watchdog, check_name, inside, trap_sigterm
 
 ALLOWED: dict[str, Any] = {
     "command": None, "input_file": None, "output_file": None, "parser": "keyvalue",
@@ -570,21 +570,7 @@ class CommandSimulator:
         return finalize(res, self.outputs, inputs.index[:1], self.key)
 
     def _trap_sigterm(self) -> Any:
-        """While a batch runs in the main thread, turn SIGTERM (a cancelled cluster
-        job, Snakemake stopping) into SystemExit so the ``except`` above kills the
-        runs' process groups; they live in their own sessions and would not get
-        the signal otherwise."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = signal.getsignal(signal.SIGTERM)
-        if previous not in (signal.SIG_DFL, None):
-            return lambda: None  # someone else handles it; leave theirs alone
-
-        def handler(signum: int, frame: Any) -> None:
-            raise SystemExit(128 + signum)
-
-        signal.signal(signal.SIGTERM, handler)
-        return lambda: signal.signal(signal.SIGTERM, previous)
+        return trap_sigterm()
 
     def _kill_all(self) -> None:
         with self._lock:

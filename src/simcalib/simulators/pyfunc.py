@@ -24,7 +24,9 @@ import pandas as pd
 from simcalib.errors import ConfigError
 from simcalib.simulators.base import STATUS_ERROR, check_options, finalize, register
 
-ALLOWED = {"function": None, "outputs": None, "options": None, "path": None}
+ALLOWED = {"function": None, "outputs": None, "options": None, "path": None, "isolate": False,
+           "timeout": None}
+DEFAULT_TIMEOUT_S = 600.0
 
 
 def load_callable(spec: str, key: str, path: str | None = None) -> Callable[..., Any]:
@@ -104,7 +106,10 @@ def check_columns(raw: pd.DataFrame, outputs: list[str], key: str) -> None:
 
 
 @register("python")
-def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> PythonFunction:
+def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any:
+    """``PythonFunction``, or with ``isolate: true`` an
+    :class:`~simcalib.simulators.isolate.IsolatedPython` running every row in a
+    worker process with a per-row ``timeout``."""
     check_options(options, ALLOWED, key)
     if "function" not in options:
         raise ConfigError(f"{key}.function", "required: 'package.module:function'")
@@ -112,5 +117,24 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Pyt
     if not outputs:
         raise ConfigError(f"{key}.outputs", "list the outputs the function returns "
                           "(or give the study's 'outputs')")
+    isolate = options.get("isolate", False)
+    if not isinstance(isolate, bool):
+        raise ConfigError(f"{key}.isolate", f"must be true or false, got {isolate!r}")
+    timeout = options.get("timeout")
+    if timeout is not None:
+        if not isolate:
+            raise ConfigError(f"{key}.timeout", "a per-row timeout needs 'isolate: true' (a "
+                              "function running inside the job cannot be stopped)")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigError(f"{key}.timeout",
+                              f"must be a positive number of seconds, got {timeout!r}")
     fn = load_callable(str(options["function"]), f"{key}.function", options.get("path"))
-    return PythonFunction(fn, outputs, options.get("options") or {}, key)
+    fn_options = options.get("options") or {}
+    if isolate:
+        from simcalib.simulators.isolate import IsolatedPython
+
+        path = options.get("path")
+        return IsolatedPython(str(options["function"]),
+                              str(Path(path).resolve()) if path else None, outputs,
+                              fn_options, float(timeout or DEFAULT_TIMEOUT_S), key)
+    return PythonFunction(fn, outputs, fn_options, key)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -34,6 +35,7 @@ import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from simcalib.errors import ConfigError
 
@@ -263,3 +265,24 @@ class Watchdog:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+
+
+def trap_sigterm() -> Any:
+    """While a batch runs in the main thread, turn SIGTERM (a cancelled cluster
+    job, Snakemake stopping) into ``SystemExit`` so the batch's cleanup runs; the
+    runs live in their own sessions and would not get the signal otherwise.
+    Returns the function that restores the previous handler.  A handler someone
+    else installed is left alone."""
+    import threading as _threading
+
+    if _threading.current_thread() is not _threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous not in (signal.SIG_DFL, None):
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    return lambda: signal.signal(signal.SIGTERM, previous)
