@@ -65,3 +65,19 @@ def test_stderr_warnings_of_successful_runs_reach_the_message() -> None:
         assert "WARNING: seed out of range" in res.message[i]
         assert "reading config" not in res.message[i]
     assert count_warnings(res) == 2
+
+
+def test_child_cpu_time_is_measured() -> None:
+    from simcalib.simulators import measure_cpu
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n" \
+           "print('y: 1')"
+    sim = command.build({"command": [sys.executable, "-c", burn], "output_file": "-",
+                         "outputs": ["y"]}, STUDY, KEY)
+    with measure_cpu() as cpu:
+        res = sim.run(pd.DataFrame({"mass": [1.0, 2.0]}), [0, 1], threads=2)
+    assert (res.status == "ok").all()
+    assert cpu.children_s >= 0.8          # two runs of >= 0.4 s CPU each
+    assert cpu.self_s < cpu.children_s    # the adapter itself is cheap
+    d = cpu.as_dict()
+    assert d["cpu_s"] == pytest.approx(d["cpu_self_s"] + d["cpu_children_s"], abs=2e-3)

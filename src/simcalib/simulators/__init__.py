@@ -23,7 +23,10 @@ from simcalib.simulators.base import (
 )
 from simcalib.simulators.layer import SharedLayer, replicate_seeds
 from simcalib.simulators.probe import probe, probe_is_reusable
+from simcalib.simulators.usage import CpuTimes, cpu_times, measure_cpu
 
-__all__ = ["REGISTRY", "STATUSES", "WARNING_PREFIX", "Simulator", "count_warnings", "finalize",
-           "make_simulator", "probe", "probe_is_reusable", "replicate_seeds", "result_columns",
-           "SharedLayer", "study_outputs"]
+__all__ = [
+    "REGISTRY", "STATUSES", "WARNING_PREFIX", "CpuTimes", "SharedLayer", "Simulator",
+    "count_warnings", "cpu_times", "finalize", "make_simulator", "measure_cpu", "probe",
+    "probe_is_reusable", "replicate_seeds", "result_columns", "study_outputs",
+]
