@@ -190,3 +190,14 @@ def test_killed_job_leaves_no_processes_or_scratch(sig: signal.Signals, tmp_path
         [p for p in started if not _dead(p)]
     assert _wait_for(lambda: not list(work.iterdir()), 10), list(work.iterdir())
     assert data.read_text() == "original\n"
+
+
+def test_kept_scratch_links_the_originals(data: Path, tmp_path: Path) -> None:
+    """A kept failed run can be rerun by hand after its batch's copies are gone."""
+    sim = build(command=[sys.executable, "-c", "import sys; sys.exit(3)"],
+                link_files=[str(data)], keep_failed=True, workdir=str(tmp_path / "w"))
+    res = sim.run(ONE, [0])
+    assert res.status.iloc[0] == "error"
+    kept = [p for p in (tmp_path / "w").iterdir()]
+    assert len(kept) == 1 and kept[0].name.startswith("simcalib-0-")   # link copies removed
+    assert (kept[0] / "tracts.dat").resolve() == data.resolve()

@@ -236,3 +236,14 @@ def test_derived_output_usable_as_study_output_and_unknown_output_rejected() -> 
     with pytest.raises(ConfigError) as exc:
         make_simulator({**study, "outputs": ["gg"]}, "studies.r")
     assert exc.value.path == "studies.r.outputs"
+
+
+def test_probe_through_replicates_layer_still_names_the_key() -> None:
+    study = osc(output_map={"Peak tim": "peak_time", "Peak displacement": "peak_displacement"})
+    study["simulator"]["replicates"] = 3
+    sim = make_simulator(study, "studies.osc")
+    assert not probe_is_reusable(sim)
+    with pytest.raises(ConfigError) as exc:
+        probe(sim, ROW, 5)
+    assert exc.value.path == "studies.osc.simulator.options.output_map.Peak tim"
+    assert "did you mean 'Peak time'" in exc.value.message

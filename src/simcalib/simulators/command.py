@@ -608,6 +608,11 @@ class CommandSimulator:
             # an interrupted run's directory says nothing about the simulator
             shutil.rmtree(scratch, ignore_errors=True)
         else:
+            if batch.stage is not None:  # the copies go with the batch: link the originals
+                for name, src in self.link_files.items():
+                    with contextlib.suppress(OSError):
+                        (scratch / name).unlink()
+                        (scratch / name).symlink_to(src)
             result["message"] = f"{result['message']} [scratch kept: {scratch}]"
         batch.watchdog.drop_dir(scratch)
         return result
