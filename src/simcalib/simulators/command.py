@@ -98,6 +98,7 @@ RUNTIME_NAMES = ("seed", "run_id", "root", "workdir", "input_file", "output_file
 STDOUT_LOG, STDERR_LOG = ".simcalib.stdout", ".simcalib.stderr"
 KILL_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this long
 TAIL_CHARS = 600
+MAX_SPEC_NUMBER = 1000  # '{x:>20000000000}' would allocate 20 GB when rendered
 # stderr lines of a successful run that say this are reported in its message
 _WARNING_LINE = re.compile(r"\b(warn\w*|error\w*|fatal|exception|traceback|abort\w*|"
                            r"invalid|overflow|out of range)\b", re.IGNORECASE)
@@ -140,6 +141,9 @@ class Template:
                                   f"known: {sorted(known)}")
             if spec and "{" in spec:
                 raise ConfigError(key, "nested placeholders in a format spec are not supported")
+            if spec and any(int(d) > MAX_SPEC_NUMBER for d in re.findall(r"\d+", spec)):
+                raise ConfigError(key, f"format spec '{{{fname}:{spec}}}': widths and precisions "
+                                  f"above {MAX_SPEC_NUMBER} are not allowed")
             names.add(fname)
         return cls(text, frozenset(names))
 
@@ -1005,7 +1009,10 @@ def _dry_render(sim: CommandSimulator, key: str) -> None:
         if tpl is None:
             continue
         try:
-            tpl.render(values)
+            text = tpl.render(values)
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             raise ConfigError(where, f"template {tpl.text[:60]!r} cannot be rendered: {exc}") \
                 from None
+        if where in (f"{key}.output_file", f"{key}.input_file.name"):
+            # what a format spec makes of a value ('{seed:/>5}' gives '////1')
+            check_name(text, where, f"file name {tpl.text!r} renders as")
