@@ -78,3 +78,49 @@ def test_isolate_options_are_validated(opts: dict, path: str) -> None:
     with pytest.raises(ConfigError) as exc:
         make_simulator(study(**opts), "studies.f")
     assert exc.value.path == f"studies.f.simulator.options.{path}"
+
+
+def hang_and_record(df: pd.DataFrame) -> pd.DataFrame:
+    """Records this worker's pid in the directory named by $PIDDIR, then hangs."""
+    Path(os.environ["PIDDIR"], str(os.getpid())).write_text("")
+    time.sleep(600)
+    return pd.DataFrame({"y": df["x"]})
+
+
+DRIVER = """
+import numpy as np, pandas as pd
+from simcalib.simulators import make_simulator
+study = {"simulator": {"type": "python", "options": {
+    "function": "test_isolate:hang_and_record", "path": %r, "outputs": ["y"],
+    "isolate": True, "timeout": 300}}, "parameters": {"x": {"lower": 0, "upper": 1}}}
+make_simulator(study, "s").run(pd.DataFrame({"x": [0.1, 0.2]}), np.arange(2), threads=2)
+"""
+
+
+def test_sigkill_of_the_job_kills_isolated_workers(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PIDDIR": str(tmp_path),
+           "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER % HERE], env=env)
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = [int(p.name) for p in tmp_path.iterdir()]
+    assert len(pids) == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    def dead(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        return state in ("Z", "X")
+
+    deadline = time.monotonic() + 10
+    while not all(dead(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(dead(p) for p in pids)
