@@ -6,6 +6,7 @@ Built-in types: ``rosenbrock``, ``epidemic`` (FluTE-style), ``python``
 
 from simcalib.simulators import (  # noqa: F401  (register)
     command,
+    command_build,
     epidemic_adapter,
     pyfunc,
     rosenbrock,

@@ -39,22 +39,18 @@ option and an example study.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import math
 import os
 import re
 import select
-import shlex
 import shutil
 import signal
-import string
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,11 +69,21 @@ from simcalib.simulators.base import (
     STATUS_PARSE,
     STATUS_TIMEOUT,
     WARNING_PREFIX,
-    check_options,
     finalize,
-    register,
 )
-from simcalib.simulators.scratch import LinkStage, Watchdog, check_name, inside, trap_sigterm
+from simcalib.simulators.command_parse import (  # noqa: F401  (re-exported)
+    PARSE_FUNCS,
+    MissingKeyError,
+    OutputParseError,
+    Template,
+    _clean,
+    _nearest,
+    extract,
+    parse_csv,
+    parse_json,
+    parse_keyvalue,
+)
+from simcalib.simulators.scratch import LinkStage, Watchdog, inside, trap_sigterm
 
 ALLOWED: dict[str, Any] = {
     "command": None, "input_file": None, "output_file": None, "parser": "keyvalue",
@@ -98,200 +104,22 @@ RUNTIME_NAMES = ("seed", "run_id", "root", "workdir", "input_file", "output_file
 STDOUT_LOG, STDERR_LOG = ".simcalib.stdout", ".simcalib.stderr"
 KILL_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this long
 TAIL_CHARS = 600
-MAX_SPEC_NUMBER = 1000  # '{x:>20000000000}' would allocate 20 GB when rendered
+# Every run starts as ``sh -c GATE_SCRIPT simcalib-run argv...``: the shell waits
+# for one line on its stdin, which the batch writes after registering the new
+# process group with the watchdog, then execs the program (same pid, stdin from
+# /dev/null).  Without the gate, a SIGKILL between the fork and the registration
+# would leave the run unsupervised.  If the batch dies first, the shell reads
+# end-of-file and exits without starting the program.  Cost: one ``sh`` start
+# (about a millisecond).
+GATE = ["/bin/sh", "-c", 'read _gate && exec "$@" </dev/null', "simcalib-run"]
 # stderr lines of a successful run that say this are reported in its message
 _WARNING_LINE = re.compile(r"\b(warn\w*|error\w*|fatal|exception|traceback|abort\w*|"
                            r"invalid|overflow|out of range)\b", re.IGNORECASE)
-
-_FORMATTER = string.Formatter()
-_INDEXED = re.compile(r"^(.*)\[(-?\d+)\]$")
-_TOKENS = re.compile(r"[\s,;]+")
-
-
-# ---------------------------------------------------------------------------
-# templates
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Template:
-    """A ``str.format`` template whose field names were checked at build time."""
-
-    text: str
-    names: frozenset[str]
-
-    @classmethod
-    def compile(cls, text: str, known: Sequence[str], key: str) -> Template:
-        try:
-            parsed = list(_FORMATTER.parse(text))
-        except ValueError as exc:  # a lone '{' or '}'
-            raise ConfigError(key, f"bad template {text[:60]!r}: {exc} (write a literal brace "
-                              "as '{{' or '}}')") from None
-        names = set()
-        for _, fname, spec, _ in parsed:
-            if fname is None:
-                continue
-            if fname == "" or fname.isdigit():
-                raise ConfigError(key, "positional placeholder '{}' in template; name an input "
-                                  "such as '{R0}' (a literal brace is written '{{' or '}}')")
-            if fname not in known:
-                import difflib
-
-                close = difflib.get_close_matches(fname, list(known), n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
-                raise ConfigError(key, f"template placeholder '{{{fname}}}' names no input{hint}; "
-                                  f"known: {sorted(known)}")
-            if spec and "{" in spec:
-                raise ConfigError(key, "nested placeholders in a format spec are not supported")
-            if spec and any(int(d) > MAX_SPEC_NUMBER for d in re.findall(r"\d+", spec)):
-                raise ConfigError(key, f"format spec '{{{fname}:{spec}}}': widths and precisions "
-                                  f"above {MAX_SPEC_NUMBER} are not allowed")
-            names.add(fname)
-        return cls(text, frozenset(names))
-
-    def render(self, values: Mapping[str, Any]) -> str:
-        return _FORMATTER.vformat(self.text, (), values)  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------------------
-# output parsing
-# ---------------------------------------------------------------------------
-class OutputParseError(Exception):
-    """An output file exists but does not hold the values we need."""
-
-
-class MissingKeyError(OutputParseError):
-    """The output file has no such key: almost always a typo in ``output_map``,
-    which :func:`simcalib.simulators.probe` turns into a config error."""
-
-    def __init__(self, key: str, available: list[str], hint: str | None) -> None:
-        self.key, self.available, self.hint = key, available, hint
-        shown = available[:12] + (["..."] if len(available) > 12 else [])
-        did = f" (did you mean '{hint}'?)" if hint else ""
-        super().__init__(f"key '{key}' not found{did}; the file has {shown}")
-
-
-def _nearest(name: str, candidates: Sequence[str]) -> str | None:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    if not close:  # case or spacing slips: 'peak time' for 'Peak time'
-        low = {c.lower().replace(" ", "").replace("_", ""): c for c in candidates}
-        close = [low[k] for k in difflib.get_close_matches(
-            name.lower().replace(" ", "").replace("_", ""), list(low), n=1, cutoff=0.6)]
-    return close[0] if close else None
-
-
-def parse_keyvalue(text: str) -> dict[str, str]:
-    """``key: value`` lines (FluTE's Summary file).  Blank lines, ``#`` comments
-    and lines without a colon (headers, free text) are skipped; the key is
-    everything before the first colon, stripped."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        s = line.strip()
-        if not s or s.startswith("#") or ":" not in s:
-            continue
-        k, v = s.split(":", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
-def parse_csv(text: str) -> dict[str, str]:
-    """A CSV table with a header; the *last* data row is used (simulators that
-    write a time series usually end with the final state)."""
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
-    if len(rows) < 2:
-        raise OutputParseError("CSV output needs a header and at least one data row")
-    header, last = [h.strip() for h in rows[0]], rows[-1]
-    if len(last) != len(header):
-        raise OutputParseError(f"CSV last row has {len(last)} fields, header has {len(header)}")
-    return dict(zip(header, (c.strip() for c in last), strict=True))
-
-
-def parse_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise OutputParseError(f"not valid JSON ({exc})") from None
-
-
-PARSE_FUNCS = {"keyvalue": parse_keyvalue, "csv": parse_csv, "json": parse_json}
-
-
-def _to_float(raw: Any, key: str) -> float:
-    if raw is None:
-        return math.nan
-    if isinstance(raw, bool):
-        raise OutputParseError(f"value of '{key}' is a boolean, not a number")
-    if isinstance(raw, int | float):
-        return float(raw)
-    if isinstance(raw, str):
-        tokens = [t for t in _TOKENS.split(raw.strip()) if t]
-        if len(tokens) == 1:
-            try:
-                return float(tokens[0])
-            except ValueError:
-                pass
-        elif len(tokens) > 1:
-            raise OutputParseError(f"value of '{key}' holds {len(tokens)} values; select one "
-                                   f"with '{key}[i]' in output_map")
-        raise OutputParseError(f"value of '{key}' is not a number: {_clean(raw)[:80]!r}")
-    raise OutputParseError(f"value of '{key}' is a {type(raw).__name__}, not a number")
-
-
-def _index(seq: Any, i: int, key: str) -> Any:
-    if isinstance(seq, str):
-        seq = [t for t in _TOKENS.split(seq.strip()) if t]
-    if not isinstance(seq, list):
-        raise OutputParseError(f"'{key}' cannot be indexed")
-    try:
-        return seq[i]
-    except IndexError:
-        raise OutputParseError(f"'{key}' has {len(seq)} values, no index {i}") from None
-
-
-def extract(data: Any, key: str) -> float:
-    """The number stored under ``key``: an exact key first; then ``key[i]`` (the
-    i-th of several comma/space-separated values, as FluTE's "attack rates by
-    age" lines hold); for JSON, a dotted path (``results.attack_rate``,
-    ``by_age[2]``)."""
-    if isinstance(data, dict) and key in data:
-        return _to_float(data[key], key)
-    m = _INDEXED.match(key)
-    if isinstance(data, dict) and m and m.group(1) in data:
-        return _to_float(_index(data[m.group(1)], int(m.group(2)), m.group(1)), key)
-    node = data
-    parts = key.split(".")
-    for depth, part in enumerate(parts):
-        pm = _INDEXED.match(part)
-        name, idx = (pm.group(1), int(pm.group(2))) if pm else (part, None)
-        if name:
-            if not isinstance(node, dict) or name not in node:
-                keys = [str(k) for k in data] if isinstance(data, dict) else []
-                hint = None
-                if depth == 0:
-                    hint = _nearest(m.group(1) if m else key, keys)
-                    if hint and m:
-                        hint = f"{hint}[{m.group(2)}]"
-                elif isinstance(node, dict):  # a dotted JSON path that goes astray inside
-                    near = _nearest(name, [str(k) for k in node])
-                    if near:
-                        hint = ".".join([*parts[:depth], part.replace(name, near, 1),
-                                         *parts[depth + 1:]])
-                raise MissingKeyError(key, keys, hint)
-            node = node[name]
-        if idx is not None:
-            node = _index(node, idx, key)
-    return _to_float(node, key)
 
 
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def _clean(text: str) -> str:
-    """Printable, one-line text for the ``message`` column."""
-    text = "".join(c if c.isprintable() or c == "\n" else "?" for c in text)
-    return " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
-
-
 def _tail(path: Path, n: int = TAIL_CHARS) -> str:
     try:
         with open(path, "rb") as fh:
@@ -655,14 +483,20 @@ class CommandSimulator:
             return {"status": STATUS_ERROR, "message": "batch interrupted"}
         try:
             with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
-                proc = subprocess.Popen(argv, cwd=scratch, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=fo, stderr=fe, start_new_session=True)
+                # the gate holds the program until the watchdog knows its group
+                proc = subprocess.Popen([*GATE, *argv], cwd=scratch, env=env,
+                                        stdin=subprocess.PIPE, stdout=fo, stderr=fe,
+                                        start_new_session=True)
         except OSError as exc:
             return {"status": STATUS_ERROR, "message": f"cannot start {argv[0]!r}: {exc}"}
         batch.watchdog.add_group(proc.pid)
         with self._lock:  # either _kill_all sees this run, or this run sees _stopping
             self._live.add(proc)
             stopping = self._stopping
+        with contextlib.suppress(OSError):  # open the gate
+            proc.stdin.write(b"go\n")  # type: ignore[union-attr]
+        with contextlib.suppress(OSError):
+            proc.stdin.close()  # type: ignore[union-attr]
         if stopping:
             _kill_group(proc, grace=0.5)
         try:
@@ -742,277 +576,12 @@ def _render_extra(value: Any, values: Mapping[str, Any], as_json: bool) -> Any:
     return value.render(values)
 
 
-# ---------------------------------------------------------------------------
-# builder
-# ---------------------------------------------------------------------------
-def _study_inputs(study: Mapping[str, Any]) -> tuple[list[str], frozenset[str]]:
-    """Input names (parameters then contexts) and those holding integers."""
-    names: list[str] = []
-    integer: set[str] = set()
-    for section in ("parameters", "contexts"):
-        block = study.get(section) or {}
-        items = block.items() if isinstance(block, Mapping) else \
-            [(b.get("name"), b) if isinstance(b, Mapping) else (b, {}) for b in block]
-        for name, spec in items:
-            if name is None:
-                continue
-            names.append(str(name))
-            spec = spec if isinstance(spec, Mapping) else {}
-            vals = spec.get("values")
-            if spec.get("integer") or (vals and all(
-                    isinstance(v, int) or (isinstance(v, float) and v.is_integer())
-                    for v in vals)):
-                integer.add(str(name))
-    return names, frozenset(integer)
 
+def __getattr__(name: str) -> Any:
+    """``command.build`` (the builder lives in :mod:`.command_build`, which needs
+    this module's :class:`CommandSimulator`)."""
+    if name == "build":
+        from simcalib.simulators.command_build import build
 
-# The repository that ships ``resources/`` (for an editable install); relative
-# paths not found under the workflow root are looked up here, so the shipped
-# example study also works when Snakemake runs in another directory (``-d``).
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
-
-
-def _locate(path: str | Path, root: Path) -> Path:
-    """``path`` resolved against the workflow root, else against the repository
-    root if it exists only there (absolute paths are returned as they are)."""
-    p = Path(path).expanduser()
-    if p.is_absolute():
-        return p
-    if not (root / p).exists() and (PACKAGE_ROOT / p).exists():
-        return PACKAGE_ROOT / p
-    return root / p
-
-
-def _resolve_argv0(arg: str, root: Path, key: str) -> str:
-    if "{" in arg:
-        return arg
-    if "/" in arg:
-        p = _locate(arg, root)
-        if not p.is_file():
-            raise ConfigError(key, f"executable {arg!r} not found (looked for {p})")
-        if not os.access(p, os.X_OK):
-            raise ConfigError(key, f"{p} is not executable (chmod +x it, or run it through an "
-                              "interpreter: ['python3', 'path/to/script.py', ...])")
-        return str(p.resolve())
-    if shutil.which(arg) is None:
-        raise ConfigError(key, f"executable {arg!r} not found on PATH")
-    return arg
-
-
-def _resolve_arg(arg: str, root: Path) -> str:
-    """Make a relative path argument (one with a directory part that exists under
-    the workflow root) absolute, since the program runs in its scratch directory."""
-    if "{" in arg or arg.startswith("-") or "/" not in arg or Path(arg).is_absolute():
-        return arg
-    p = _locate(arg, root)
-    return str(p.resolve()) if p.exists() else arg
-
-
-def _read_links(spec: Any, root: Path, key: str) -> dict[str, Path]:
-    """``link_files`` as ``{name in scratch: original}``: a list of paths (each
-    linked under its own name) or a mapping ``{name: path}``."""
-    if spec is None:
-        return {}
-    if isinstance(spec, Mapping):
-        items = [(str(n), f, f"{key}.{n}") for n, f in spec.items()]
-    elif isinstance(spec, list):
-        items = [(None, f, f"{key}.{i}") for i, f in enumerate(spec)]
-    else:
-        raise ConfigError(key, "must be a list of paths or a mapping {name: path}")
-    links: dict[str, Path] = {}
-    for name, f, where in items:
-        if not isinstance(f, str | os.PathLike) or not str(f):
-            raise ConfigError(where, f"must be a path, got {f!r}")
-        p = _locate(str(f), root)
-        if not p.exists():
-            raise ConfigError(where, f"{p} does not exist")
-        name = name if name is not None else p.name
-        check_name(name, where, "link name", allow_dirs=False)
-        if name in links:
-            raise ConfigError(where, f"link name {name!r} is used twice")
-        links[name] = p.resolve()
-    return links
-
-
-def _bool(options: Mapping[str, Any], name: str, default: bool, key: str) -> bool:
-    v = options.get(name, default)
-    if not isinstance(v, bool):
-        raise ConfigError(f"{key}.{name}", f"must be true or false, got {v!r}")
-    return v
-
-
-@register("command")
-def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> CommandSimulator:
-    """Validate ``options`` (see ``docs/command.md``) and build the simulator."""
-    check_options(options, ALLOWED, key)
-    root = Path.cwd()
-    input_names, integer_names = _study_inputs(study)
-    clash = sorted(set(input_names) & set(RUNTIME_NAMES))
-    if clash:
-        raise ConfigError(f"{key}.command", f"study input(s) {clash} clash with the reserved "
-                          f"placeholder names {list(RUNTIME_NAMES)}; rename them")
-    known_all = [*input_names, *RUNTIME_NAMES]
-    known_names = [n for n in known_all if n not in ("input_file", "output_file", "workdir")]
-
-    # command
-    cmd = options.get("command")
-    if isinstance(cmd, str):
-        cmd = shlex.split(cmd)
-    if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str | int | float)
-                                                        for a in cmd):
-        raise ConfigError(f"{key}.command", "required: a list of argument strings, e.g. "
-                          "['python3', 'sim.py', '{input_file}']")
-    cmd = [str(a) for a in cmd]
-    cmd[0] = _resolve_argv0(cmd[0], root, f"{key}.command.0")
-    cmd = [cmd[0], *(_resolve_arg(a, root) for a in cmd[1:])]
-    argv = [Template.compile(a, known_all, f"{key}.command.{i}") for i, a in enumerate(cmd)]
-
-    # outputs and the file keys they come from
-    outputs = list(options.get("outputs") or study.get("outputs") or [])
-    if not outputs:
-        raise ConfigError(f"{key}.outputs", "list the outputs the command produces "
-                          "(or give the study's 'outputs')")
-    if len(set(outputs)) != len(outputs):
-        raise ConfigError(f"{key}.outputs", f"duplicate names in {outputs}")
-    omap = options.get("output_map") or {}
-    if not isinstance(omap, Mapping):
-        raise ConfigError(f"{key}.output_map", "must map output-file keys to output names")
-    file_keys = {o: o for o in outputs}
-    seen: dict[str, str] = {}
-    for fkey, oname in omap.items():
-        if oname not in outputs:
-            raise ConfigError(f"{key}.output_map.{fkey}",
-                              f"maps to {oname!r}, which is not an output; outputs: {outputs}")
-        if oname in seen:
-            raise ConfigError(f"{key}.output_map.{fkey}",
-                              f"output {oname!r} is already read from key {seen[oname]!r}")
-        seen[oname] = str(fkey)
-        file_keys[oname] = str(fkey)
-
-    parser = options.get("parser", ALLOWED["parser"])
-    if parser not in PARSERS:
-        raise ConfigError(f"{key}.parser", f"{parser!r} is not one of {list(PARSERS)}")
-    out_file = options.get("output_file")
-    if not isinstance(out_file, str) or not out_file:
-        raise ConfigError(f"{key}.output_file", "required: the file the program writes its "
-                          "outputs to (relative to its scratch directory), or '-' for stdout")
-    if out_file != STDOUT:
-        check_name(out_file, f"{key}.output_file", "output file")
-    out_tpl = None if out_file == STDOUT else Template.compile(
-        out_file, [*known_names, "input_file"], f"{key}.output_file")
-
-    # input file
-    in_name = in_tpl = None
-    in_format: str | None = None
-    extra: dict[str, Any] = {}
-    separator = " "
-    spec = options.get("input_file")
-    if spec is not None:
-        ikey = f"{key}.input_file"
-        if not isinstance(spec, Mapping):
-            raise ConfigError(ikey, "must be a mapping with 'name', 'format', ...")
-        check_options(spec, INPUT_FILE_ALLOWED, ikey)
-        in_format = spec.get("format", "lines")
-        if in_format not in INPUT_FORMATS:
-            raise ConfigError(f"{ikey}.format",
-                              f"{in_format!r} is not one of {list(INPUT_FORMATS)}")
-        raw_name = str(spec.get("name") or DEFAULT_INPUT_NAMES[in_format])
-        check_name(raw_name, f"{ikey}.name", "input file name")
-        in_name = Template.compile(raw_name, known_names, f"{ikey}.name")
-        separator = str(spec.get("separator", " "))
-        has_t, has_tf = spec.get("template") is not None, spec.get("template_file") is not None
-        if in_format == "template":
-            if has_t == has_tf:
-                raise ConfigError(f"{ikey}.template", "format 'template' needs exactly one of "
-                                  "'template' (inline text) or 'template_file' (a path)")
-            if has_tf:
-                tpath = _locate(str(spec["template_file"]), root)
-                try:
-                    text = tpath.read_text()
-                except OSError as exc:
-                    raise ConfigError(f"{ikey}.template_file", f"cannot read {tpath}: {exc}") \
-                        from None
-                in_tpl = Template.compile(text, known_all, f"{ikey}.template_file ({tpath})")
-            else:
-                in_tpl = Template.compile(str(spec["template"]), known_all, f"{ikey}.template")
-        elif has_t or has_tf:
-            raise ConfigError(f"{ikey}.template", f"only used with format 'template', not "
-                              f"{in_format!r}")
-        raw_extra = spec.get("extra") or {}
-        if not isinstance(raw_extra, Mapping):
-            raise ConfigError(f"{ikey}.extra", "must map names to values")
-        for k, v in raw_extra.items():
-            if k in input_names:
-                raise ConfigError(f"{ikey}.extra.{k}", "is a study input; it is written already")
-            extra[str(k)] = (Template.compile(v, known_all, f"{ikey}.extra.{k}")
-                             if isinstance(v, str) else v)
-
-    timeout = options.get("timeout", ALLOWED["timeout"])
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise ConfigError(f"{key}.timeout",
-                          f"must be a positive number of seconds, got {timeout!r}")
-    env_opt = options.get("env") or {}
-    if not isinstance(env_opt, Mapping):
-        raise ConfigError(f"{key}.env", "must map variable names to values")
-    env = {str(k): Template.compile(str(v), known_all, f"{key}.env.{k}")
-           for k, v in env_opt.items()}
-    workdir = options.get("workdir")
-    wpath = None
-    if workdir is not None:
-        wpath = Path(str(workdir)).expanduser()
-        wpath = wpath if wpath.is_absolute() else root / wpath
-    links = _read_links(options.get("link_files"), root, f"{key}.link_files")
-    literal = {f"{key}.input_file.name": in_name.text if in_name else None,
-               f"{key}.output_file": out_file if out_file != STDOUT else None}
-    for where, name in literal.items():
-        if name is not None and name in links:
-            raise ConfigError(where, f"{name!r} is also a link_files name; a run would write "
-                              "or read the linked file instead")
-    link_mode = options.get("link_mode", ALLOWED["link_mode"])
-    if link_mode not in LINK_MODES:
-        raise ConfigError(f"{key}.link_mode", f"{link_mode!r} is not one of {list(LINK_MODES)}")
-    seed_bits = options.get("seed_bits", ALLOWED["seed_bits"])
-    if isinstance(seed_bits, bool) or not isinstance(seed_bits, int) or not 1 <= seed_bits <= 63:
-        raise ConfigError(f"{key}.seed_bits", f"must be an integer from 1 to 63 (seeds are then "
-                          f"in [0, 2^seed_bits - 1]), got {seed_bits!r}")
-    max_par = options.get("max_parallel")
-    if max_par is not None and (isinstance(max_par, bool) or not isinstance(max_par, int)
-                                or max_par < 1):
-        raise ConfigError(f"{key}.max_parallel", f"must be a positive integer, got {max_par!r}")
-
-    sim = CommandSimulator(
-        argv=argv, outputs=outputs, file_keys=file_keys, parser=parser, output_file=out_tpl,
-        input_name=in_name, input_format=in_format, input_template=in_tpl, input_extra=extra,
-        separator=separator, input_names=input_names, integer_names=integer_names,
-        timeout=float(timeout), env=env, keep_failed=_bool(options, "keep_failed", False, key),
-        workdir=wpath, link_files=links, link_mode=link_mode, max_parallel=max_par, root=root,
-        seed_bits=seed_bits, key=key)
-    _dry_render(sim, key)
-    return sim
-
-
-def _dry_render(sim: CommandSimulator, key: str) -> None:
-    """Render every template once with stand-in values (1 for integer inputs, 0.5
-    otherwise) so that a format spec that cannot apply (``{R0:d}`` on a real
-    input) fails at validation, not in every row."""
-    values: dict[str, Any] = {n: (1 if n in sim.integer_names else 0.5) for n in sim.input_names}
-    values.update(seed=1, run_id=0, root=str(sim.root), workdir="/tmp/x",
-                  input_file="in", output_file="out")
-    checks: list[tuple[str, Template | None]] = [
-        (f"{key}.command.{i}", t) for i, t in enumerate(sim.argv)]
-    checks += [(f"{key}.output_file", sim.output_file), (f"{key}.input_file.name", sim.input_name),
-               (f"{key}.input_file.template", sim.input_template)]
-    checks += [(f"{key}.input_file.extra.{k}", v) for k, v in sim.input_extra.items()
-               if isinstance(v, Template)]
-    checks += [(f"{key}.env.{k}", t) for k, t in sim.env.items()]
-    for where, tpl in checks:
-        if tpl is None:
-            continue
-        try:
-            text = tpl.render(values)
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise ConfigError(where, f"template {tpl.text[:60]!r} cannot be rendered: {exc}") \
-                from None
-        if where in (f"{key}.output_file", f"{key}.input_file.name"):
-            # what a format spec makes of a value ('{seed:/>5}' gives '////1')
-            check_name(text, where, f"file name {tpl.text!r} renders as")
+        return build
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
