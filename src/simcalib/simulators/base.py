@@ -9,6 +9,14 @@ run becomes a row with a status, and downstream stages use only ``ok`` rows.
 Simulators are looked up by ``type`` in :data:`REGISTRY`; each entry is a builder
 ``(options, study) -> Simulator`` that validates its options and raises
 :class:`~simcalib.errors.ConfigError` with the key path on bad ones.
+
+Optional parts of the protocol: ``probe_row(inputs, seed)`` (one run that raises
+``ConfigError`` when an output can never be read; see :mod:`.probe`) and
+``extra_columns`` (result columns beyond the outputs, such as the ``<output>_sd``
+of replicates; see :func:`result_columns`).  ``simulator.replicates`` and
+``simulator.derived_outputs`` wrap any simulator in :class:`.layer.SharedLayer`.
+An ``ok`` row's message starting with :data:`WARNING_PREFIX` marks a successful
+run that warned (:func:`count_warnings`).
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ TAIL_CHARS = 600
 # /dev/null).  Without the gate, a SIGKILL between the fork and the registration
 # would leave the run unsupervised.  If the batch dies first, the shell reads
 # end-of-file and exits without starting the program.  Cost: one ``sh`` start
-# (about a millisecond).
+# (a few milliseconds of wall-clock time; docs/command.md, "Overhead").
 GATE = ["/bin/sh", "-c", 'read _gate && exec "$@" </dev/null', "simcalib-run"]
 # stderr lines of a successful run that say this are reported in its message
 _WARNING_LINE = re.compile(r"\b(warn\w*|error\w*|fatal|exception|traceback|abort\w*|"
