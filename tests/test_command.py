@@ -296,7 +296,7 @@ def test_relative_paths_are_resolved_against_root() -> None:
                                       link_files=[SIM]), STUDY, KEY)
     assert sim.argv[0].text == str(ROOT / SIM)
     assert sim.argv[2].text == "{input_file}"
-    assert sim.link_files == [ROOT / SIM]
+    assert sim.link_files == {"oscillator.py": ROOT / SIM}
 
 
 def test_link_files_are_visible_to_the_program() -> None:

@@ -6,10 +6,28 @@ Built-in types: ``rosenbrock``, ``epidemic`` (FluTE-style), ``python``
 
 from simcalib.simulators import (  # noqa: F401  (register)
     command,
+    command_build,
     epidemic_adapter,
     pyfunc,
     rosenbrock,
 )
-from simcalib.simulators.base import REGISTRY, Simulator, finalize, make_simulator, study_outputs
+from simcalib.simulators.base import (
+    REGISTRY,
+    STATUSES,
+    WARNING_PREFIX,
+    Simulator,
+    count_warnings,
+    finalize,
+    make_simulator,
+    result_columns,
+    study_outputs,
+)
+from simcalib.simulators.layer import SharedLayer, replicate_seeds
+from simcalib.simulators.probe import probe, probe_is_reusable
+from simcalib.simulators.usage import CpuTimes, cpu_times, measure_cpu
 
-__all__ = ["REGISTRY", "Simulator", "finalize", "make_simulator", "study_outputs"]
+__all__ = [
+    "REGISTRY", "STATUSES", "WARNING_PREFIX", "CpuTimes", "SharedLayer", "Simulator",
+    "count_warnings", "cpu_times", "finalize", "make_simulator", "measure_cpu", "probe",
+    "probe_is_reusable", "replicate_seeds", "result_columns", "study_outputs",
+]

@@ -9,6 +9,14 @@ run becomes a row with a status, and downstream stages use only ``ok`` rows.
 Simulators are looked up by ``type`` in :data:`REGISTRY`; each entry is a builder
 ``(options, study) -> Simulator`` that validates its options and raises
 :class:`~simcalib.errors.ConfigError` with the key path on bad ones.
+
+Optional parts of the protocol: ``probe_row(inputs, seed)`` (one run that raises
+``ConfigError`` when an output can never be read; see :mod:`.probe`) and
+``extra_columns`` (result columns beyond the outputs, such as the ``<output>_sd``
+of replicates; see :func:`result_columns`).  ``simulator.replicates`` and
+``simulator.derived_outputs`` wrap any simulator in :class:`.layer.SharedLayer`.
+An ``ok`` row's message starting with :data:`WARNING_PREFIX` marks a successful
+run that warned (:func:`count_warnings`).
 """
 
 from __future__ import annotations
@@ -31,6 +39,20 @@ STATUS_PARSE = "parse_error"
 STATUS_INVALID = "invalid_input"
 STATUSES = (STATUS_OK, STATUS_NAN, STATUS_ERROR, STATUS_TIMEOUT, STATUS_MISSING, STATUS_PARSE,
             STATUS_INVALID)
+
+# An ``ok`` row whose ``message`` starts with this prefix ran to completion but
+# said something worth reading (a command's stderr lines mentioning a warning or
+# an error).  Summaries count them with :func:`count_warnings`.
+WARNING_PREFIX = "warning: "
+
+
+def count_warnings(frame: pd.DataFrame) -> int:
+    """Rows with status ``ok`` whose message carries :data:`WARNING_PREFIX`: the
+    successful runs that printed warnings (e.g. a seed the program rejected)."""
+    if "message" not in frame or "status" not in frame or frame.empty:
+        return 0
+    msg = frame["message"].fillna("").astype(str)
+    return int(((frame["status"] == STATUS_OK) & msg.str.startswith(WARNING_PREFIX)).sum())
 
 
 @runtime_checkable
@@ -58,10 +80,15 @@ def register(name: str) -> Callable[[Builder], Builder]:
     return deco
 
 
-def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index) -> pd.DataFrame:
+def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index,
+             key: str = "simulator") -> pd.DataFrame:
     """Normalise a simulator's raw result: every output column present and float,
     ``status``/``message`` present, and non-finite outputs of an ``ok`` row turned
-    into a ``nan_output`` status row (a NaN must never pass as data)."""
+    into a ``nan_output`` status row (a NaN must never pass as data).
+
+    A status outside :data:`STATUSES` is a broken simulator contract (a user's
+    function returning ``"failed"``), not a failure kind downstream stages know how
+    to count, so it raises :class:`ConfigError` naming ``key``."""
     out = pd.DataFrame(index=index)
     for name in outputs:
         out[name] = pd.to_numeric(result[name], errors="coerce") if name in result else np.nan
@@ -69,6 +96,10 @@ def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index) -> p
               else pd.Series(STATUS_OK, index=index))
     message = (result["message"].fillna("").astype(str) if "message" in result
                else pd.Series("", index=index))
+    unknown = sorted(set(status) - set(STATUSES))
+    if unknown:
+        raise ConfigError(key, f"the simulator returned unknown status(es) {unknown}; a row's "
+                          f"status must be one of {list(STATUSES)}")
     vals = out[list(outputs)].to_numpy(dtype=float) if outputs else np.zeros((len(index), 0))
     bad = (status == STATUS_OK).to_numpy() & ~np.isfinite(vals).all(axis=1)
     if bad.any():
@@ -95,13 +126,24 @@ def check_options(options: Mapping[str, Any], allowed: Mapping[str, Any], key: s
 def make_simulator(study: Mapping[str, Any], key: str = "study") -> Simulator:
     """Build the simulator a study names (``study['simulator']['type']``)."""
     from simcalib import simulators as _pkg  # noqa: F401  (registers the built-ins)
+    from simcalib.simulators.layer import SharedLayer, check_layer, inner_outputs, read_layer_spec
 
     spec = study["simulator"]
     kind = spec["type"]
     if kind not in REGISTRY:
         raise ConfigError(f"{key}.simulator.type",
                           f"unknown simulator {kind!r}; known: {sorted(REGISTRY)}")
-    sim = REGISTRY[kind](spec.get("options") or {}, study, f"{key}.simulator.options")
+    replicates, derived = read_layer_spec(spec, f"{key}.simulator")
+    inner_study = dict(study)
+    need = inner_outputs(study.get("outputs"), derived)
+    if need is None:
+        inner_study.pop("outputs", None)
+    else:
+        inner_study["outputs"] = need
+    sim = REGISTRY[kind](spec.get("options") or {}, inner_study, f"{key}.simulator.options")
+    if replicates > 1 or derived:
+        check_layer(sim, replicates, derived, f"{key}.simulator")
+        sim = SharedLayer(sim, replicates, derived, f"{key}.simulator")
     declared = study.get("outputs")
     if declared:
         missing = [o for o in declared if o not in sim.outputs]
@@ -114,3 +156,12 @@ def make_simulator(study: Mapping[str, Any], key: str = "study") -> Simulator:
 def study_outputs(study: Mapping[str, Any], sim: Simulator) -> list[str]:
     """The outputs a study calibrates on: ``outputs`` from config, else all."""
     return list(study.get("outputs") or sim.outputs)
+
+
+def result_columns(sim: Simulator, outputs: Sequence[str]) -> list[str]:
+    """The columns of ``sim.run``'s result a dataset keeps for ``outputs``: each
+    output, its ``<output>_sd`` spread when the simulator runs replicates, then
+    ``status`` and ``message``."""
+    extra = set(getattr(sim, "extra_columns", ()) or ())
+    sds = [f"{o}_sd" for o in outputs if f"{o}_sd" in extra]
+    return [*outputs, *sds, "status", "message"]

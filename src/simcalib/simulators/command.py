@@ -39,22 +39,18 @@ option and an example study.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import math
 import os
 import re
 import select
-import shlex
 import shutil
 import signal
-import string
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,16 +68,30 @@ from simcalib.simulators.base import (
     STATUS_OK,
     STATUS_PARSE,
     STATUS_TIMEOUT,
-    check_options,
+    WARNING_PREFIX,
     finalize,
-    register,
 )
+from simcalib.simulators.command_parse import (  # noqa: F401  (re-exported)
+    PARSE_FUNCS,
+    MissingKeyError,
+    OutputParseError,
+    Template,
+    _clean,
+    _nearest,
+    extract,
+    parse_csv,
+    parse_json,
+    parse_keyvalue,
+)
+from simcalib.simulators.scratch import LinkStage, Watchdog, inside, trap_sigterm
 
 ALLOWED: dict[str, Any] = {
     "command": None, "input_file": None, "output_file": None, "parser": "keyvalue",
     "output_map": None, "outputs": None, "timeout": 600.0, "env": None,
     "keep_failed": False, "workdir": None, "link_files": None, "max_parallel": None,
+    "seed_bits": 31, "link_mode": "copy",
 }
+LINK_MODES = ("copy", "symlink")
 INPUT_FILE_ALLOWED: dict[str, Any] = {
     "name": None, "format": "lines", "template": None, "template_file": None,
     "extra": None, "separator": " ",
@@ -94,160 +104,22 @@ RUNTIME_NAMES = ("seed", "run_id", "root", "workdir", "input_file", "output_file
 STDOUT_LOG, STDERR_LOG = ".simcalib.stdout", ".simcalib.stderr"
 KILL_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this long
 TAIL_CHARS = 600
-
-_FORMATTER = string.Formatter()
-_INDEXED = re.compile(r"^(.*)\[(-?\d+)\]$")
-_TOKENS = re.compile(r"[\s,;]+")
-
-
-# ---------------------------------------------------------------------------
-# templates
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Template:
-    """A ``str.format`` template whose field names were checked at build time."""
-
-    text: str
-    names: frozenset[str]
-
-    @classmethod
-    def compile(cls, text: str, known: Sequence[str], key: str) -> Template:
-        try:
-            parsed = list(_FORMATTER.parse(text))
-        except ValueError as exc:  # a lone '{' or '}'
-            raise ConfigError(key, f"bad template {text[:60]!r}: {exc} (write a literal brace "
-                              "as '{{' or '}}')") from None
-        names = set()
-        for _, fname, spec, _ in parsed:
-            if fname is None:
-                continue
-            if fname == "" or fname.isdigit():
-                raise ConfigError(key, "positional placeholder '{}' in template; name an input "
-                                  "such as '{R0}' (a literal brace is written '{{' or '}}')")
-            if fname not in known:
-                import difflib
-
-                close = difflib.get_close_matches(fname, list(known), n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
-                raise ConfigError(key, f"template placeholder '{{{fname}}}' names no input{hint}; "
-                                  f"known: {sorted(known)}")
-            if spec and "{" in spec:
-                raise ConfigError(key, "nested placeholders in a format spec are not supported")
-            names.add(fname)
-        return cls(text, frozenset(names))
-
-    def render(self, values: Mapping[str, Any]) -> str:
-        return _FORMATTER.vformat(self.text, (), values)  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------------------
-# output parsing
-# ---------------------------------------------------------------------------
-class OutputParseError(Exception):
-    """An output file exists but does not hold the values we need."""
-
-
-def parse_keyvalue(text: str) -> dict[str, str]:
-    """``key: value`` lines (FluTE's Summary file).  Blank lines, ``#`` comments
-    and lines without a colon (headers, free text) are skipped; the key is
-    everything before the first colon, stripped."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        s = line.strip()
-        if not s or s.startswith("#") or ":" not in s:
-            continue
-        k, v = s.split(":", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
-def parse_csv(text: str) -> dict[str, str]:
-    """A CSV table with a header; the *last* data row is used (simulators that
-    write a time series usually end with the final state)."""
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
-    if len(rows) < 2:
-        raise OutputParseError("CSV output needs a header and at least one data row")
-    header, last = [h.strip() for h in rows[0]], rows[-1]
-    if len(last) != len(header):
-        raise OutputParseError(f"CSV last row has {len(last)} fields, header has {len(header)}")
-    return dict(zip(header, (c.strip() for c in last), strict=True))
-
-
-def parse_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise OutputParseError(f"not valid JSON ({exc})") from None
-
-
-PARSE_FUNCS = {"keyvalue": parse_keyvalue, "csv": parse_csv, "json": parse_json}
-
-
-def _to_float(raw: Any, key: str) -> float:
-    if raw is None:
-        return math.nan
-    if isinstance(raw, bool):
-        raise OutputParseError(f"value of '{key}' is a boolean, not a number")
-    if isinstance(raw, int | float):
-        return float(raw)
-    if isinstance(raw, str):
-        tokens = [t for t in _TOKENS.split(raw.strip()) if t]
-        if len(tokens) == 1:
-            try:
-                return float(tokens[0])
-            except ValueError:
-                pass
-        elif len(tokens) > 1:
-            raise OutputParseError(f"value of '{key}' holds {len(tokens)} values; select one "
-                                   f"with '{key}[i]' in output_map")
-        raise OutputParseError(f"value of '{key}' is not a number: {_clean(raw)[:80]!r}")
-    raise OutputParseError(f"value of '{key}' is a {type(raw).__name__}, not a number")
-
-
-def _index(seq: Any, i: int, key: str) -> Any:
-    if isinstance(seq, str):
-        seq = [t for t in _TOKENS.split(seq.strip()) if t]
-    if not isinstance(seq, list):
-        raise OutputParseError(f"'{key}' cannot be indexed")
-    try:
-        return seq[i]
-    except IndexError:
-        raise OutputParseError(f"'{key}' has {len(seq)} values, no index {i}") from None
-
-
-def extract(data: Any, key: str) -> float:
-    """The number stored under ``key``: an exact key first; then ``key[i]`` (the
-    i-th of several comma/space-separated values, as FluTE's "attack rates by
-    age" lines hold); for JSON, a dotted path (``results.attack_rate``,
-    ``by_age[2]``)."""
-    if isinstance(data, dict) and key in data:
-        return _to_float(data[key], key)
-    m = _INDEXED.match(key)
-    if isinstance(data, dict) and m and m.group(1) in data:
-        return _to_float(_index(data[m.group(1)], int(m.group(2)), m.group(1)), key)
-    node = data
-    for part in key.split("."):
-        pm = _INDEXED.match(part)
-        name, idx = (pm.group(1), int(pm.group(2))) if pm else (part, None)
-        if name:
-            if not isinstance(node, dict) or name not in node:
-                keys = list(data)[:12] if isinstance(data, dict) else []
-                raise OutputParseError(f"key '{key}' not found (file has {keys})")
-            node = node[name]
-        if idx is not None:
-            node = _index(node, idx, key)
-    return _to_float(node, key)
+# Every run starts as ``sh -c GATE_SCRIPT simcalib-run argv...``: the shell waits
+# for one line on its stdin, which the batch writes after registering the new
+# process group with the watchdog, then execs the program (same pid, stdin from
+# /dev/null).  Without the gate, a SIGKILL between the fork and the registration
+# would leave the run unsupervised.  If the batch dies first, the shell reads
+# end-of-file and exits without starting the program.  Cost: one ``sh`` start
+# (a few milliseconds of wall-clock time; docs/command.md, "Overhead").
+GATE = ["/bin/sh", "-c", 'read _gate && exec "$@" </dev/null', "simcalib-run"]
+# stderr lines of a successful run that say this are reported in its message
+_WARNING_LINE = re.compile(r"\b(warn\w*|error\w*|fatal|exception|traceback|abort\w*|"
+                           r"invalid|overflow|out of range)\b", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def _clean(text: str) -> str:
-    """Printable, one-line text for the ``message`` column."""
-    text = "".join(c if c.isprintable() or c == "\n" else "?" for c in text)
-    return " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
-
-
 def _tail(path: Path, n: int = TAIL_CHARS) -> str:
     try:
         with open(path, "rb") as fh:
@@ -259,6 +131,31 @@ def _tail(path: Path, n: int = TAIL_CHARS) -> str:
         return ""
     text = _clean(raw)
     return text if len(text) <= n else "..." + text[-n:]
+
+
+def _warning_lines(path: Path, n: int = TAIL_CHARS) -> tuple[int, str]:
+    """How many stderr lines mention a warning or an error, and those lines as
+    one printable line (the first ``n`` characters)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return 0, ""
+    hits = [line for line in raw.splitlines() if _WARNING_LINE.search(line)]
+    text = _clean("\n".join(hits))
+    return len(hits), text if len(text) <= n else text[:n] + "..."
+
+
+def _dir_listing(scratch: Path, wanted: str) -> str:
+    """What the program did write, for a missing output file's message."""
+    try:
+        names = sorted(p.name for p in scratch.iterdir()
+                       if p.name not in (STDOUT_LOG, STDERR_LOG) and not p.is_symlink())
+    except OSError:
+        return ""
+    hint = _nearest(wanted, names)
+    did = f" (did you mean {hint!r}?)" if hint else ""
+    return f"{did}; the scratch directory holds {names[:12]}"
 
 
 def _kill_group(proc: subprocess.Popen, grace: float = KILL_GRACE_S) -> None:
@@ -345,6 +242,23 @@ def _exit_text(rc: int) -> str:
     return f"exit status {rc}"
 
 
+def _confined(name: str, scratch: Path) -> None:
+    """A rendered file name must stay inside the scratch directory (validation
+    checks the template; this checks what placeholders put into it)."""
+    p = Path(name)
+    if p.is_absolute() or ".." in p.parts or not inside(scratch / p, scratch):
+        raise ValueError(f"file name {name!r} leaves the scratch directory")
+
+
+@dataclass
+class _Batch:
+    """What the runs of one batch share."""
+
+    watchdog: Watchdog
+    stage: LinkStage | None = None
+    error: str = ""
+
+
 # ---------------------------------------------------------------------------
 # the simulator
 # ---------------------------------------------------------------------------
@@ -368,9 +282,12 @@ class CommandSimulator:
     env: dict[str, Template] = field(default_factory=dict)
     keep_failed: bool = False
     workdir: Path | None = None
-    link_files: list[Path] = field(default_factory=list)
+    link_files: dict[str, Path] = field(default_factory=dict)  # name in scratch -> original
+    link_mode: str = "copy"
     max_parallel: int | None = None
     root: Path = field(default_factory=Path.cwd)
+    seed_bits: int = 31
+    key: str = "simulator.options"
 
     def __post_init__(self) -> None:
         self._stopping = False
@@ -379,25 +296,44 @@ class CommandSimulator:
 
     # ---- batch -------------------------------------------------------------
     def run(self, inputs: pd.DataFrame, seeds: np.ndarray, threads: int = 1) -> pd.DataFrame:
-        seeds = np.asarray(seeds)
-        if len(seeds) != len(inputs):
-            raise ValueError(f"{len(seeds)} seeds for {len(inputs)} rows")
-        names = self.input_names or [c for c in inputs.columns if c != "run_id"]
-        missing = [n for n in names if n not in inputs.columns]
-        has_run_id = "run_id" in inputs.columns
-        rows = []
-        for pos, (label, row) in enumerate(inputs.iterrows()):
-            values = {n: _render_number(row[n], n in self.integer_names
-                                        or pd.api.types.is_integer_dtype(inputs[n].dtype))
-                      for n in names if n in inputs.columns}
-            run_id = row["run_id"] if has_run_id else label
-            rows.append((values, int(seeds[pos]), _render_number(run_id, True)))
+        rows, missing = self._prepare(inputs, seeds)
+        with self._batch() as batch:
+            results = self._run_rows(rows, missing, threads, batch)
+        res = pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("_")}
+                            for r in results], index=inputs.index)
+        return finalize(res, self.outputs, inputs.index, self.key)
 
+    @contextlib.contextmanager
+    def _batch(self) -> Any:
+        """The per-batch resources: the watchdog that cleans up if this process
+        dies, and the read-only copies of ``link_files`` (module
+        :mod:`simcalib.simulators.scratch`)."""
+        batch = _Batch(Watchdog())
+        try:
+            if self.link_files and self.link_mode == "copy":
+                try:
+                    batch.stage = LinkStage(self.link_files, self._base()).__enter__()
+                    batch.watchdog.add_dir(batch.stage.dir)  # type: ignore[arg-type]
+                except OSError as exc:
+                    batch.error = f"could not copy link_files: {type(exc).__name__}: {exc}"
+            yield batch
+        finally:
+            if batch.stage is not None:
+                batch.stage.__exit__()
+            batch.watchdog.close()
+
+    def _base(self) -> Path:
+        return self.workdir or Path(tempfile.gettempdir())
+
+    def _run_rows(self, rows: list[tuple], missing: list[str], threads: int,
+                  batch: _Batch) -> list[dict[str, Any]]:
         def one(args: tuple[dict[str, Any], int, Any]) -> dict[str, Any]:
             if missing:
                 return {"status": STATUS_ERROR, "message": f"input column(s) missing: {missing}"}
+            if batch.error:
+                return {"status": STATUS_ERROR, "message": batch.error}
             try:
-                return self.run_one(*args)
+                return self.run_one(*args, batch=batch)
             except Exception as exc:  # e.g. an unwritable workdir: still data, not a crash
                 return {"status": STATUS_ERROR, "message": f"{type(exc).__name__}: {exc}"}
 
@@ -420,25 +356,53 @@ class CommandSimulator:
             restore()
             if pool:
                 pool.shutdown(wait=True)
-        res = pd.DataFrame(results, index=inputs.index)
-        return finalize(res, self.outputs, inputs.index)
+        return results
+
+    def _prepare(self, inputs: pd.DataFrame, seeds: Any) -> tuple[list[tuple], list[str]]:
+        """One ``(placeholder values, seed, run_id)`` per row, and the input columns
+        the batch lacks."""
+        seeds = np.asarray(seeds)
+        if len(seeds) != len(inputs):
+            raise ValueError(f"{len(seeds)} seeds for {len(inputs)} rows")
+        names = self.input_names or [c for c in inputs.columns if c != "run_id"]
+        missing = [n for n in names if n not in inputs.columns]
+        has_run_id = "run_id" in inputs.columns
+        rows = []
+        for pos, (label, row) in enumerate(inputs.iterrows()):
+            values = {n: _render_number(row[n], n in self.integer_names
+                                        or pd.api.types.is_integer_dtype(inputs[n].dtype))
+                      for n in names if n in inputs.columns}
+            run_id = row["run_id"] if has_run_id else label
+            rows.append((values, int(seeds[pos]), _render_number(run_id, True)))
+        return rows, missing
+
+    def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
+        """Run the first row of ``inputs`` once (see :func:`simcalib.simulators.probe`):
+        an output key the file does not hold raises :class:`ConfigError` at the
+        ``output_map`` entry it comes from, with the file's keys and the nearest one."""
+        rows, missing = self._prepare(inputs.iloc[:1], [seed])
+        if missing:
+            raise ConfigError(self.key, f"the probe row lacks input column(s) {missing}")
+        with self._batch() as batch:
+            result = (self.run_one(*rows[0], batch=batch) if not batch.error else
+                      {"status": STATUS_ERROR, "message": batch.error})
+        if "_missing" in result:
+            output, exc = result["_missing"]
+            fkey = self.file_keys[output]
+            where = (f"{self.key}.output_map.{fkey}" if fkey != output
+                     else f"{self.key}.output_map")
+            what = (f"maps key '{fkey}' to output '{output}'" if fkey != output else
+                    f"has no entry for output '{output}', so it is read from key '{output}'")
+            did = f" (did you mean '{exc.hint}'?)" if exc.hint else ""
+            shown = exc.available[:40] + (["..."] if len(exc.available) > 40 else [])
+            raise ConfigError(where, f"the probe run's output file has no such key: "
+                              f"output_map {what}{did}; the file's keys: {shown}")
+        res = pd.DataFrame([{k: v for k, v in result.items() if not k.startswith("_")}],
+                           index=inputs.index[:1])
+        return finalize(res, self.outputs, inputs.index[:1], self.key)
 
     def _trap_sigterm(self) -> Any:
-        """While a batch runs in the main thread, turn SIGTERM (a cancelled cluster
-        job, Snakemake stopping) into SystemExit so the ``except`` above kills the
-        runs' process groups; they live in their own sessions and would not get
-        the signal otherwise."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = signal.getsignal(signal.SIGTERM)
-        if previous not in (signal.SIG_DFL, None):
-            return lambda: None  # someone else handles it; leave theirs alone
-
-        def handler(signum: int, frame: Any) -> None:
-            raise SystemExit(128 + signum)
-
-        signal.signal(signal.SIGTERM, handler)
-        return lambda: signal.signal(signal.SIGTERM, previous)
+        return trap_sigterm()
 
     def _kill_all(self) -> None:
         with self._lock:
@@ -448,23 +412,45 @@ class CommandSimulator:
             _kill_group(proc, grace=0.5)
 
     # ---- one row -----------------------------------------------------------
-    def run_one(self, inputs: Mapping[str, Any], seed: int, run_id: Any = 0) -> dict[str, Any]:
-        """Run one row; returns ``{output: value, ..., status, message}``."""
+    def run_one(self, inputs: Mapping[str, Any], seed: int, run_id: Any = 0,
+                batch: _Batch | None = None) -> dict[str, Any]:
+        """Run one row; returns ``{output: value, ..., status, message}``.
+
+        The seed is reduced to its low ``seed_bits`` bits (31 by default), so a
+        program that reads it into a 32-bit ``int`` gets the seed it was given."""
+        seed = int(seed) & ((1 << self.seed_bits) - 1)
         bad = [k for k, v in inputs.items() if not _is_finite(v)]
         if bad:
             return {"status": STATUS_INVALID, "message": f"non-finite input(s): {bad}"}
-        base = self.workdir or Path(tempfile.gettempdir())
+        if batch is None:
+            with self._batch() as own:
+                return (self.run_one(inputs, seed, run_id, own) if not own.error else
+                        {"status": STATUS_ERROR, "message": own.error})
+        base = self._base()
         base.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"simcalib-{_safe_name(str(run_id))}-", dir=base))
-        result = self._run_in(scratch, dict(inputs), seed, run_id)
-        if result["status"] == STATUS_OK or not self.keep_failed:
+        batch.watchdog.add_dir(scratch)
+        try:
+            result = self._run_in(scratch, dict(inputs), seed, run_id, batch)
+        except BaseException:  # interrupted in this thread (Ctrl-C): no scratch left behind
+            shutil.rmtree(scratch, ignore_errors=True)
+            batch.watchdog.drop_dir(scratch)
+            raise
+        if result["status"] == STATUS_OK or not self.keep_failed or self._stopping:
+            # an interrupted run's directory says nothing about the simulator
             shutil.rmtree(scratch, ignore_errors=True)
         else:
+            if batch.stage is not None:  # the copies go with the batch: link the originals
+                for name, src in self.link_files.items():
+                    with contextlib.suppress(OSError):
+                        (scratch / name).unlink()
+                        (scratch / name).symlink_to(src)
             result["message"] = f"{result['message']} [scratch kept: {scratch}]"
+        batch.watchdog.drop_dir(scratch)
         return result
 
     def _run_in(self, scratch: Path, inputs: dict[str, Any], seed: int,
-                run_id: Any) -> dict[str, Any]:
+                run_id: Any, batch: _Batch) -> dict[str, Any]:
         values: dict[str, Any] = {**inputs, "seed": seed, "run_id": run_id,
                                   "root": str(self.root), "workdir": str(scratch)}
         try:
@@ -472,29 +458,45 @@ class CommandSimulator:
             values["input_file"] = in_name
             out_name = self.output_file.render(values) if self.output_file else STDOUT
             values["output_file"] = out_name
+            for name in (in_name, out_name):
+                if name and name != STDOUT:
+                    _confined(name, scratch)
+            if batch.stage is not None:
+                batch.stage.link_into(scratch)
+            else:
+                for name, src in self.link_files.items():
+                    (scratch / name).symlink_to(src)
             if self.input_name is not None:
-                (scratch / in_name).write_text(self._input_text(inputs, values))
+                path = scratch / in_name
+                if path.is_symlink() or path.exists():
+                    raise ValueError(f"input file {in_name!r} would overwrite a linked file")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(self._input_text(inputs, values))
             argv = [t.render(values) for t in self.argv]
             env = {**os.environ, **{k: t.render(values) for k, t in self.env.items()}}
         except (ValueError, TypeError, KeyError, IndexError, OSError) as exc:
             return {"status": STATUS_ERROR,
                     "message": f"could not prepare the run: {type(exc).__name__}: {exc}"}
-        for src in self.link_files:
-            with contextlib.suppress(FileExistsError):
-                (scratch / src.name).symlink_to(src)
 
         out_log, err_log = scratch / STDOUT_LOG, scratch / STDERR_LOG
         if self._stopping:
             return {"status": STATUS_ERROR, "message": "batch interrupted"}
         try:
             with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
-                proc = subprocess.Popen(argv, cwd=scratch, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=fo, stderr=fe, start_new_session=True)
+                # the gate holds the program until the watchdog knows its group
+                proc = subprocess.Popen([*GATE, *argv], cwd=scratch, env=env,
+                                        stdin=subprocess.PIPE, stdout=fo, stderr=fe,
+                                        start_new_session=True)
         except OSError as exc:
             return {"status": STATUS_ERROR, "message": f"cannot start {argv[0]!r}: {exc}"}
+        batch.watchdog.add_group(proc.pid)
         with self._lock:  # either _kill_all sees this run, or this run sees _stopping
             self._live.add(proc)
             stopping = self._stopping
+        with contextlib.suppress(OSError):  # open the gate
+            proc.stdin.write(b"go\n")  # type: ignore[union-attr]
+        with contextlib.suppress(OSError):
+            proc.stdin.close()  # type: ignore[union-attr]
         if stopping:
             _kill_group(proc, grace=0.5)
         try:
@@ -506,6 +508,7 @@ class CommandSimulator:
             proc.wait()
             with self._lock:
                 self._live.discard(proc)
+            batch.watchdog.drop_group(proc.pid)
         rc = proc.returncode
 
         def fail(status: str, what: str) -> dict[str, Any]:
@@ -519,19 +522,35 @@ class CommandSimulator:
                         "killed)")
         if rc != 0:
             return fail(STATUS_ERROR, _exit_text(rc))
+        changed = batch.stage.check() if batch.stage is not None else []
+        if changed:
+            return fail(STATUS_ERROR, f"the program modified linked file(s) {changed} (read-only "
+                        "copies; the originals are unchanged, the copies were made again)")
         out_path = out_log if out_name == STDOUT else scratch / out_name
+        if out_name != STDOUT and out_path.exists() and not inside(out_path, scratch):
+            return fail(STATUS_ERROR, f"output file {out_name!r} resolves outside the scratch "
+                        f"directory (to {out_path.resolve()}); not read")
         if not out_path.is_file():
-            return fail(STATUS_MISSING, f"output file {out_name!r} not written")
+            return fail(STATUS_MISSING, f"output file {out_name!r} not written"
+                        f"{_dir_listing(scratch, out_name)}")
+        vals: dict[str, float] = {}
         try:
             text = out_path.read_text(errors="replace")
             data = PARSE_FUNCS[self.parser](text)
-            vals = {o: extract(data, self.file_keys[o]) for o in self.outputs}
+            for o in self.outputs:
+                vals[o] = extract(data, self.file_keys[o])
+        except MissingKeyError as exc:
+            missing = next(o for o in self.outputs if o not in vals)
+            return {**fail(STATUS_PARSE, f"{out_name}: {exc}"), "_missing": (missing, exc)}
         except OutputParseError as exc:
             return fail(STATUS_PARSE, f"{out_name}: {exc}")
         bad = [o for o, v in vals.items() if not math.isfinite(v)]
         if bad:
             return {**vals, **fail(STATUS_NAN, f"non-finite output(s): {bad}")}
-        return {**vals, "status": STATUS_OK, "message": ""}
+        n_warn, warn = _warning_lines(err_log)
+        message = (f"{WARNING_PREFIX}{n_warn} stderr line(s) mention a warning or an error: "
+                   f"{warn}") if n_warn else ""
+        return {**vals, "status": STATUS_OK, "message": message}
 
     def _input_text(self, inputs: Mapping[str, Any], values: Mapping[str, Any]) -> str:
         if self.input_format == "template":
@@ -557,236 +576,12 @@ def _render_extra(value: Any, values: Mapping[str, Any], as_json: bool) -> Any:
     return value.render(values)
 
 
-# ---------------------------------------------------------------------------
-# builder
-# ---------------------------------------------------------------------------
-def _study_inputs(study: Mapping[str, Any]) -> tuple[list[str], frozenset[str]]:
-    """Input names (parameters then contexts) and those holding integers."""
-    names: list[str] = []
-    integer: set[str] = set()
-    for section in ("parameters", "contexts"):
-        block = study.get(section) or {}
-        items = block.items() if isinstance(block, Mapping) else \
-            [(b.get("name"), b) if isinstance(b, Mapping) else (b, {}) for b in block]
-        for name, spec in items:
-            if name is None:
-                continue
-            names.append(str(name))
-            spec = spec if isinstance(spec, Mapping) else {}
-            vals = spec.get("values")
-            if spec.get("integer") or (vals and all(
-                    isinstance(v, int) or (isinstance(v, float) and v.is_integer())
-                    for v in vals)):
-                integer.add(str(name))
-    return names, frozenset(integer)
 
+def __getattr__(name: str) -> Any:
+    """``command.build`` (the builder lives in :mod:`.command_build`, which needs
+    this module's :class:`CommandSimulator`)."""
+    if name == "build":
+        from simcalib.simulators.command_build import build
 
-# The repository that ships ``resources/`` (for an editable install); relative
-# paths not found under the workflow root are looked up here, so the shipped
-# example study also works when Snakemake runs in another directory (``-d``).
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
-
-
-def _locate(path: str | Path, root: Path) -> Path:
-    """``path`` resolved against the workflow root, else against the repository
-    root if it exists only there (absolute paths are returned as they are)."""
-    p = Path(path).expanduser()
-    if p.is_absolute():
-        return p
-    if not (root / p).exists() and (PACKAGE_ROOT / p).exists():
-        return PACKAGE_ROOT / p
-    return root / p
-
-
-def _resolve_argv0(arg: str, root: Path, key: str) -> str:
-    if "{" in arg:
-        return arg
-    if "/" in arg:
-        p = _locate(arg, root)
-        if not p.is_file():
-            raise ConfigError(key, f"executable {arg!r} not found (looked for {p})")
-        if not os.access(p, os.X_OK):
-            raise ConfigError(key, f"{p} is not executable (chmod +x it, or run it through an "
-                              "interpreter: ['python3', 'path/to/script.py', ...])")
-        return str(p.resolve())
-    if shutil.which(arg) is None:
-        raise ConfigError(key, f"executable {arg!r} not found on PATH")
-    return arg
-
-
-def _resolve_arg(arg: str, root: Path) -> str:
-    """Make a relative path argument (one with a directory part that exists under
-    the workflow root) absolute, since the program runs in its scratch directory."""
-    if "{" in arg or arg.startswith("-") or "/" not in arg or Path(arg).is_absolute():
-        return arg
-    p = _locate(arg, root)
-    return str(p.resolve()) if p.exists() else arg
-
-
-def _bool(options: Mapping[str, Any], name: str, default: bool, key: str) -> bool:
-    v = options.get(name, default)
-    if not isinstance(v, bool):
-        raise ConfigError(f"{key}.{name}", f"must be true or false, got {v!r}")
-    return v
-
-
-@register("command")
-def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> CommandSimulator:
-    """Validate ``options`` (see ``docs/command.md``) and build the simulator."""
-    check_options(options, ALLOWED, key)
-    root = Path.cwd()
-    input_names, integer_names = _study_inputs(study)
-    clash = sorted(set(input_names) & set(RUNTIME_NAMES))
-    if clash:
-        raise ConfigError(f"{key}.command", f"study input(s) {clash} clash with the reserved "
-                          f"placeholder names {list(RUNTIME_NAMES)}; rename them")
-    known_all = [*input_names, *RUNTIME_NAMES]
-    known_names = [n for n in known_all if n not in ("input_file", "output_file", "workdir")]
-
-    # command
-    cmd = options.get("command")
-    if isinstance(cmd, str):
-        cmd = shlex.split(cmd)
-    if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str | int | float)
-                                                        for a in cmd):
-        raise ConfigError(f"{key}.command", "required: a list of argument strings, e.g. "
-                          "['python3', 'sim.py', '{input_file}']")
-    cmd = [str(a) for a in cmd]
-    cmd[0] = _resolve_argv0(cmd[0], root, f"{key}.command.0")
-    cmd = [cmd[0], *(_resolve_arg(a, root) for a in cmd[1:])]
-    argv = [Template.compile(a, known_all, f"{key}.command.{i}") for i, a in enumerate(cmd)]
-
-    # outputs and the file keys they come from
-    outputs = list(options.get("outputs") or study.get("outputs") or [])
-    if not outputs:
-        raise ConfigError(f"{key}.outputs", "list the outputs the command produces "
-                          "(or give the study's 'outputs')")
-    if len(set(outputs)) != len(outputs):
-        raise ConfigError(f"{key}.outputs", f"duplicate names in {outputs}")
-    omap = options.get("output_map") or {}
-    if not isinstance(omap, Mapping):
-        raise ConfigError(f"{key}.output_map", "must map output-file keys to output names")
-    file_keys = {o: o for o in outputs}
-    seen: dict[str, str] = {}
-    for fkey, oname in omap.items():
-        if oname not in outputs:
-            raise ConfigError(f"{key}.output_map.{fkey}",
-                              f"maps to {oname!r}, which is not an output; outputs: {outputs}")
-        if oname in seen:
-            raise ConfigError(f"{key}.output_map.{fkey}",
-                              f"output {oname!r} is already read from key {seen[oname]!r}")
-        seen[oname] = str(fkey)
-        file_keys[oname] = str(fkey)
-
-    parser = options.get("parser", ALLOWED["parser"])
-    if parser not in PARSERS:
-        raise ConfigError(f"{key}.parser", f"{parser!r} is not one of {list(PARSERS)}")
-    out_file = options.get("output_file")
-    if not isinstance(out_file, str) or not out_file:
-        raise ConfigError(f"{key}.output_file", "required: the file the program writes its "
-                          "outputs to (relative to its scratch directory), or '-' for stdout")
-    out_tpl = None if out_file == STDOUT else Template.compile(
-        out_file, [*known_names, "input_file"], f"{key}.output_file")
-
-    # input file
-    in_name = in_tpl = None
-    in_format: str | None = None
-    extra: dict[str, Any] = {}
-    separator = " "
-    spec = options.get("input_file")
-    if spec is not None:
-        ikey = f"{key}.input_file"
-        if not isinstance(spec, Mapping):
-            raise ConfigError(ikey, "must be a mapping with 'name', 'format', ...")
-        check_options(spec, INPUT_FILE_ALLOWED, ikey)
-        in_format = spec.get("format", "lines")
-        if in_format not in INPUT_FORMATS:
-            raise ConfigError(f"{ikey}.format",
-                              f"{in_format!r} is not one of {list(INPUT_FORMATS)}")
-        in_name = Template.compile(str(spec.get("name") or DEFAULT_INPUT_NAMES[in_format]),
-                                   known_names, f"{ikey}.name")
-        separator = str(spec.get("separator", " "))
-        has_t, has_tf = spec.get("template") is not None, spec.get("template_file") is not None
-        if in_format == "template":
-            if has_t == has_tf:
-                raise ConfigError(f"{ikey}.template", "format 'template' needs exactly one of "
-                                  "'template' (inline text) or 'template_file' (a path)")
-            if has_tf:
-                tpath = _locate(str(spec["template_file"]), root)
-                try:
-                    text = tpath.read_text()
-                except OSError as exc:
-                    raise ConfigError(f"{ikey}.template_file", f"cannot read {tpath}: {exc}") \
-                        from None
-                in_tpl = Template.compile(text, known_all, f"{ikey}.template_file ({tpath})")
-            else:
-                in_tpl = Template.compile(str(spec["template"]), known_all, f"{ikey}.template")
-        elif has_t or has_tf:
-            raise ConfigError(f"{ikey}.template", f"only used with format 'template', not "
-                              f"{in_format!r}")
-        raw_extra = spec.get("extra") or {}
-        if not isinstance(raw_extra, Mapping):
-            raise ConfigError(f"{ikey}.extra", "must map names to values")
-        for k, v in raw_extra.items():
-            if k in input_names:
-                raise ConfigError(f"{ikey}.extra.{k}", "is a study input; it is written already")
-            extra[str(k)] = (Template.compile(v, known_all, f"{ikey}.extra.{k}")
-                             if isinstance(v, str) else v)
-
-    timeout = options.get("timeout", ALLOWED["timeout"])
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise ConfigError(f"{key}.timeout",
-                          f"must be a positive number of seconds, got {timeout!r}")
-    env_opt = options.get("env") or {}
-    if not isinstance(env_opt, Mapping):
-        raise ConfigError(f"{key}.env", "must map variable names to values")
-    env = {str(k): Template.compile(str(v), known_all, f"{key}.env.{k}")
-           for k, v in env_opt.items()}
-    workdir = options.get("workdir")
-    wpath = None
-    if workdir is not None:
-        wpath = Path(str(workdir)).expanduser()
-        wpath = wpath if wpath.is_absolute() else root / wpath
-    links = []
-    for i, f in enumerate(options.get("link_files") or []):
-        p = _locate(str(f), root)
-        if not p.exists():
-            raise ConfigError(f"{key}.link_files.{i}", f"{p} does not exist")
-        links.append(p.resolve())
-    max_par = options.get("max_parallel")
-    if max_par is not None and (isinstance(max_par, bool) or not isinstance(max_par, int)
-                                or max_par < 1):
-        raise ConfigError(f"{key}.max_parallel", f"must be a positive integer, got {max_par!r}")
-
-    sim = CommandSimulator(
-        argv=argv, outputs=outputs, file_keys=file_keys, parser=parser, output_file=out_tpl,
-        input_name=in_name, input_format=in_format, input_template=in_tpl, input_extra=extra,
-        separator=separator, input_names=input_names, integer_names=integer_names,
-        timeout=float(timeout), env=env, keep_failed=_bool(options, "keep_failed", False, key),
-        workdir=wpath, link_files=links, max_parallel=max_par, root=root)
-    _dry_render(sim, key)
-    return sim
-
-
-def _dry_render(sim: CommandSimulator, key: str) -> None:
-    """Render every template once with stand-in values (1 for integer inputs, 0.5
-    otherwise) so that a format spec that cannot apply (``{R0:d}`` on a real
-    input) fails at validation, not in every row."""
-    values: dict[str, Any] = {n: (1 if n in sim.integer_names else 0.5) for n in sim.input_names}
-    values.update(seed=1, run_id=0, root=str(sim.root), workdir="/tmp/x",
-                  input_file="in", output_file="out")
-    checks: list[tuple[str, Template | None]] = [
-        (f"{key}.command.{i}", t) for i, t in enumerate(sim.argv)]
-    checks += [(f"{key}.output_file", sim.output_file), (f"{key}.input_file.name", sim.input_name),
-               (f"{key}.input_file.template", sim.input_template)]
-    checks += [(f"{key}.input_file.extra.{k}", v) for k, v in sim.input_extra.items()
-               if isinstance(v, Template)]
-    checks += [(f"{key}.env.{k}", t) for k, t in sim.env.items()]
-    for where, tpl in checks:
-        if tpl is None:
-            continue
-        try:
-            tpl.render(values)
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise ConfigError(where, f"template {tpl.text[:60]!r} cannot be rendered: {exc}") \
-                from None
+        return build
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,9 @@ import pandas as pd
 from simcalib.errors import ConfigError
 from simcalib.simulators.base import STATUS_ERROR, check_options, finalize, register
 
-ALLOWED = {"function": None, "outputs": None, "options": None, "path": None}
+ALLOWED = {"function": None, "outputs": None, "options": None, "path": None, "isolate": False,
+           "timeout": None}
+DEFAULT_TIMEOUT_S = 600.0
 
 
 def load_callable(spec: str, key: str, path: str | None = None) -> Callable[..., Any]:
@@ -47,8 +49,9 @@ def load_callable(spec: str, key: str, path: str | None = None) -> Callable[...,
 
 class PythonFunction:
     def __init__(self, fn: Callable[..., Any], outputs: list[str],
-                 options: Mapping[str, Any]) -> None:
+                 options: Mapping[str, Any], key: str = "simulator.options") -> None:
         self.fn = fn
+        self.key = key
         self.outputs = outputs
         self.options = dict(options)
         params = inspect.signature(fn).parameters
@@ -56,6 +59,12 @@ class PythonFunction:
         self._takes_options = "options" in params
 
     def run(self, inputs: pd.DataFrame, seeds: np.ndarray, threads: int = 1) -> pd.DataFrame:
+        return finalize(self._call(inputs, seeds), self.outputs, inputs.index,
+                        f"{self.key}.function")
+
+    def _call(self, inputs: pd.DataFrame, seeds: np.ndarray) -> pd.DataFrame:
+        """The function's raw result with the inputs' index, or an ``error`` row per
+        input when it raises."""
         kwargs: dict[str, Any] = {}
         if self._takes_seeds:
             kwargs["seeds"] = np.asarray(seeds)
@@ -71,11 +80,36 @@ class PythonFunction:
             tail = traceback.format_exc(limit=2).strip().splitlines()[-1]
             res = pd.DataFrame({"status": STATUS_ERROR, "message": f"{type(exc).__name__}: {tail}"},
                                index=inputs.index)
-        return finalize(res, self.outputs, inputs.index)
+        return res
+
+    def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
+        """One row (see :func:`simcalib.simulators.probe`): a function that returns
+        no column for an output raises ``ConfigError`` naming the closest column."""
+        raw = self._call(inputs.iloc[:1], np.array([seed]))
+        check_columns(raw, self.outputs, f"{self.key}.outputs")
+        return finalize(raw, self.outputs, inputs.index[:1], f"{self.key}.function")
+
+
+def check_columns(raw: pd.DataFrame, outputs: list[str], key: str) -> None:
+    """Raise ``ConfigError`` when a function's successful result lacks an output."""
+    import difflib
+
+    if "status" in raw and (raw["status"].astype(str) != "ok").all():
+        return  # it failed; the row says why
+    cols = [str(c) for c in raw.columns if c not in ("status", "message")]
+    for o in outputs:
+        if o not in raw.columns:
+            close = difflib.get_close_matches(o, cols, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(key, f"the probe run's result has no column for output {o!r}"
+                              f"{hint}; it returned {cols}")
 
 
 @register("python")
-def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> PythonFunction:
+def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any:
+    """``PythonFunction``, or with ``isolate: true`` an
+    :class:`~simcalib.simulators.isolate.IsolatedPython` running every row in a
+    worker process with a per-row ``timeout``."""
     check_options(options, ALLOWED, key)
     if "function" not in options:
         raise ConfigError(f"{key}.function", "required: 'package.module:function'")
@@ -83,7 +117,29 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Pyt
     if not outputs:
         raise ConfigError(f"{key}.outputs", "list the outputs the function returns "
                           "(or give the study's 'outputs')")
+    isolate = options.get("isolate", False)
+    if not isinstance(isolate, bool):
+        raise ConfigError(f"{key}.isolate", f"must be true or false, got {isolate!r}")
+    timeout = options.get("timeout")
+    if timeout is not None:
+        if not isolate:
+            raise ConfigError(f"{key}.timeout", "a per-row timeout needs 'isolate: true' (a "
+                              "function running inside the job cannot be stopped)")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigError(f"{key}.timeout",
+                              f"must be a positive number of seconds, got {timeout!r}")
+    if isolate and callable(options["function"]):
+        raise ConfigError(f"{key}.isolate", "an isolated function is imported in its worker "
+                          "process: give it as 'package.module:function', not as an object")
     # from Python (a notebook) the function itself may be given instead of its name
     fn = (options["function"] if callable(options["function"])
           else load_callable(str(options["function"]), f"{key}.function", options.get("path")))
-    return PythonFunction(fn, outputs, options.get("options") or {})
+    fn_options = options.get("options") or {}
+    if isolate:
+        from simcalib.simulators.isolate import IsolatedPython
+
+        path = options.get("path")
+        return IsolatedPython(str(options["function"]),
+                              str(Path(path).resolve()) if path else None, outputs,
+                              fn_options, float(timeout or DEFAULT_TIMEOUT_S), key)
+    return PythonFunction(fn, outputs, fn_options, key)

@@ -1,0 +1,308 @@
+"""The ``command`` simulator's builder: validate ``studies.<s>.simulator.options``
+(see ``docs/command.md``) and make a :class:`~simcalib.simulators.command.CommandSimulator`.
+
+Builders run when the config is validated, so every template, path, file name and
+option fails here, before any job, with its key path.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from simcalib.errors import ConfigError
+from simcalib.simulators.base import check_options, register
+from simcalib.simulators.command import (
+    ALLOWED,
+    DEFAULT_INPUT_NAMES,
+    INPUT_FILE_ALLOWED,
+    INPUT_FORMATS,
+    LINK_MODES,
+    PARSERS,
+    RUNTIME_NAMES,
+    STDOUT,
+    CommandSimulator,
+)
+from simcalib.simulators.command_parse import Template
+from simcalib.simulators.scratch import check_name
+
+
+# ---------------------------------------------------------------------------
+# builder
+# ---------------------------------------------------------------------------
+def _study_inputs(study: Mapping[str, Any]) -> tuple[list[str], frozenset[str]]:
+    """Input names (parameters then contexts) and those holding integers."""
+    names: list[str] = []
+    integer: set[str] = set()
+    for section in ("parameters", "contexts"):
+        block = study.get(section) or {}
+        items = block.items() if isinstance(block, Mapping) else \
+            [(b.get("name"), b) if isinstance(b, Mapping) else (b, {}) for b in block]
+        for name, spec in items:
+            if name is None:
+                continue
+            names.append(str(name))
+            spec = spec if isinstance(spec, Mapping) else {}
+            vals = spec.get("values")
+            if spec.get("integer") or (vals and all(
+                    isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+                    for v in vals)):
+                integer.add(str(name))
+    return names, frozenset(integer)
+
+
+# The repository that ships ``resources/`` (for an editable install); relative
+# paths not found under the workflow root are looked up here, so the shipped
+# example study also works when Snakemake runs in another directory (``-d``).
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _locate(path: str | Path, root: Path) -> Path:
+    """``path`` resolved against the workflow root, else against the repository
+    root if it exists only there (absolute paths are returned as they are)."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    if not (root / p).exists() and (PACKAGE_ROOT / p).exists():
+        return PACKAGE_ROOT / p
+    return root / p
+
+
+def _resolve_argv0(arg: str, root: Path, key: str) -> str:
+    if "{" in arg:
+        return arg
+    if "/" in arg:
+        p = _locate(arg, root)
+        if not p.is_file():
+            raise ConfigError(key, f"executable {arg!r} not found (looked for {p})")
+        if not os.access(p, os.X_OK):
+            raise ConfigError(key, f"{p} is not executable (chmod +x it, or run it through an "
+                              "interpreter: ['python3', 'path/to/script.py', ...])")
+        return str(p.resolve())
+    if shutil.which(arg) is None:
+        raise ConfigError(key, f"executable {arg!r} not found on PATH")
+    return arg
+
+
+def _resolve_arg(arg: str, root: Path) -> str:
+    """Make a relative path argument (one with a directory part that exists under
+    the workflow root) absolute, since the program runs in its scratch directory."""
+    if "{" in arg or arg.startswith("-") or "/" not in arg or Path(arg).is_absolute():
+        return arg
+    p = _locate(arg, root)
+    return str(p.resolve()) if p.exists() else arg
+
+
+def _read_links(spec: Any, root: Path, key: str) -> dict[str, Path]:
+    """``link_files`` as ``{name in scratch: original}``: a list of paths (each
+    linked under its own name) or a mapping ``{name: path}``."""
+    if spec is None:
+        return {}
+    if isinstance(spec, Mapping):
+        items = [(str(n), f, f"{key}.{n}") for n, f in spec.items()]
+    elif isinstance(spec, list):
+        items = [(None, f, f"{key}.{i}") for i, f in enumerate(spec)]
+    else:
+        raise ConfigError(key, "must be a list of paths or a mapping {name: path}")
+    links: dict[str, Path] = {}
+    for name, f, where in items:
+        if not isinstance(f, str | os.PathLike) or not str(f):
+            raise ConfigError(where, f"must be a path, got {f!r}")
+        p = _locate(str(f), root)
+        if not p.exists():
+            raise ConfigError(where, f"{p} does not exist")
+        name = name if name is not None else p.name
+        check_name(name, where, "link name", allow_dirs=False)
+        if name in links:
+            raise ConfigError(where, f"link name {name!r} is used twice")
+        links[name] = p.resolve()
+    return links
+
+
+def _bool(options: Mapping[str, Any], name: str, default: bool, key: str) -> bool:
+    v = options.get(name, default)
+    if not isinstance(v, bool):
+        raise ConfigError(f"{key}.{name}", f"must be true or false, got {v!r}")
+    return v
+
+
+@register("command")
+def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> CommandSimulator:
+    """Validate ``options`` (see ``docs/command.md``) and build the simulator."""
+    check_options(options, ALLOWED, key)
+    root = Path.cwd()
+    input_names, integer_names = _study_inputs(study)
+    clash = sorted(set(input_names) & set(RUNTIME_NAMES))
+    if clash:
+        raise ConfigError(f"{key}.command", f"study input(s) {clash} clash with the reserved "
+                          f"placeholder names {list(RUNTIME_NAMES)}; rename them")
+    known_all = [*input_names, *RUNTIME_NAMES]
+    known_names = [n for n in known_all if n not in ("input_file", "output_file", "workdir")]
+
+    # command
+    cmd = options.get("command")
+    if isinstance(cmd, str):
+        cmd = shlex.split(cmd)
+    if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str | int | float)
+                                                        for a in cmd):
+        raise ConfigError(f"{key}.command", "required: a list of argument strings, e.g. "
+                          "['python3', 'sim.py', '{input_file}']")
+    cmd = [str(a) for a in cmd]
+    cmd[0] = _resolve_argv0(cmd[0], root, f"{key}.command.0")
+    cmd = [cmd[0], *(_resolve_arg(a, root) for a in cmd[1:])]
+    argv = [Template.compile(a, known_all, f"{key}.command.{i}") for i, a in enumerate(cmd)]
+
+    # outputs and the file keys they come from
+    outputs = list(options.get("outputs") or study.get("outputs") or [])
+    if not outputs:
+        raise ConfigError(f"{key}.outputs", "list the outputs the command produces "
+                          "(or give the study's 'outputs')")
+    if len(set(outputs)) != len(outputs):
+        raise ConfigError(f"{key}.outputs", f"duplicate names in {outputs}")
+    omap = options.get("output_map") or {}
+    if not isinstance(omap, Mapping):
+        raise ConfigError(f"{key}.output_map", "must map output-file keys to output names")
+    file_keys = {o: o for o in outputs}
+    seen: dict[str, str] = {}
+    for fkey, oname in omap.items():
+        if oname not in outputs:
+            raise ConfigError(f"{key}.output_map.{fkey}",
+                              f"maps to {oname!r}, which is not an output; outputs: {outputs}")
+        if oname in seen:
+            raise ConfigError(f"{key}.output_map.{fkey}",
+                              f"output {oname!r} is already read from key {seen[oname]!r}")
+        seen[oname] = str(fkey)
+        file_keys[oname] = str(fkey)
+
+    parser = options.get("parser", ALLOWED["parser"])
+    if parser not in PARSERS:
+        raise ConfigError(f"{key}.parser", f"{parser!r} is not one of {list(PARSERS)}")
+    out_file = options.get("output_file")
+    if not isinstance(out_file, str) or not out_file:
+        raise ConfigError(f"{key}.output_file", "required: the file the program writes its "
+                          "outputs to (relative to its scratch directory), or '-' for stdout")
+    if out_file != STDOUT:
+        check_name(out_file, f"{key}.output_file", "output file")
+    out_tpl = None if out_file == STDOUT else Template.compile(
+        out_file, [*known_names, "input_file"], f"{key}.output_file")
+
+    # input file
+    in_name = in_tpl = None
+    in_format: str | None = None
+    extra: dict[str, Any] = {}
+    separator = " "
+    spec = options.get("input_file")
+    if spec is not None:
+        ikey = f"{key}.input_file"
+        if not isinstance(spec, Mapping):
+            raise ConfigError(ikey, "must be a mapping with 'name', 'format', ...")
+        check_options(spec, INPUT_FILE_ALLOWED, ikey)
+        in_format = spec.get("format", "lines")
+        if in_format not in INPUT_FORMATS:
+            raise ConfigError(f"{ikey}.format",
+                              f"{in_format!r} is not one of {list(INPUT_FORMATS)}")
+        raw_name = str(spec.get("name") or DEFAULT_INPUT_NAMES[in_format])
+        check_name(raw_name, f"{ikey}.name", "input file name")
+        in_name = Template.compile(raw_name, known_names, f"{ikey}.name")
+        separator = str(spec.get("separator", " "))
+        has_t, has_tf = spec.get("template") is not None, spec.get("template_file") is not None
+        if in_format == "template":
+            if has_t == has_tf:
+                raise ConfigError(f"{ikey}.template", "format 'template' needs exactly one of "
+                                  "'template' (inline text) or 'template_file' (a path)")
+            if has_tf:
+                tpath = _locate(str(spec["template_file"]), root)
+                try:
+                    text = tpath.read_text()
+                except OSError as exc:
+                    raise ConfigError(f"{ikey}.template_file", f"cannot read {tpath}: {exc}") \
+                        from None
+                in_tpl = Template.compile(text, known_all, f"{ikey}.template_file ({tpath})")
+            else:
+                in_tpl = Template.compile(str(spec["template"]), known_all, f"{ikey}.template")
+        elif has_t or has_tf:
+            raise ConfigError(f"{ikey}.template", f"only used with format 'template', not "
+                              f"{in_format!r}")
+        raw_extra = spec.get("extra") or {}
+        if not isinstance(raw_extra, Mapping):
+            raise ConfigError(f"{ikey}.extra", "must map names to values")
+        for k, v in raw_extra.items():
+            if k in input_names:
+                raise ConfigError(f"{ikey}.extra.{k}", "is a study input; it is written already")
+            extra[str(k)] = (Template.compile(v, known_all, f"{ikey}.extra.{k}")
+                             if isinstance(v, str) else v)
+
+    timeout = options.get("timeout", ALLOWED["timeout"])
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigError(f"{key}.timeout",
+                          f"must be a positive number of seconds, got {timeout!r}")
+    env_opt = options.get("env") or {}
+    if not isinstance(env_opt, Mapping):
+        raise ConfigError(f"{key}.env", "must map variable names to values")
+    env = {str(k): Template.compile(str(v), known_all, f"{key}.env.{k}")
+           for k, v in env_opt.items()}
+    workdir = options.get("workdir")
+    wpath = None
+    if workdir is not None:
+        wpath = Path(str(workdir)).expanduser()
+        wpath = wpath if wpath.is_absolute() else root / wpath
+    links = _read_links(options.get("link_files"), root, f"{key}.link_files")
+    literal = {f"{key}.input_file.name": in_name.text if in_name else None,
+               f"{key}.output_file": out_file if out_file != STDOUT else None}
+    for where, name in literal.items():
+        if name is not None and name in links:
+            raise ConfigError(where, f"{name!r} is also a link_files name; a run would write "
+                              "or read the linked file instead")
+    link_mode = options.get("link_mode", ALLOWED["link_mode"])
+    if link_mode not in LINK_MODES:
+        raise ConfigError(f"{key}.link_mode", f"{link_mode!r} is not one of {list(LINK_MODES)}")
+    seed_bits = options.get("seed_bits", ALLOWED["seed_bits"])
+    if isinstance(seed_bits, bool) or not isinstance(seed_bits, int) or not 1 <= seed_bits <= 63:
+        raise ConfigError(f"{key}.seed_bits", f"must be an integer from 1 to 63 (seeds are then "
+                          f"in [0, 2^seed_bits - 1]), got {seed_bits!r}")
+    max_par = options.get("max_parallel")
+    if max_par is not None and (isinstance(max_par, bool) or not isinstance(max_par, int)
+                                or max_par < 1):
+        raise ConfigError(f"{key}.max_parallel", f"must be a positive integer, got {max_par!r}")
+
+    sim = CommandSimulator(
+        argv=argv, outputs=outputs, file_keys=file_keys, parser=parser, output_file=out_tpl,
+        input_name=in_name, input_format=in_format, input_template=in_tpl, input_extra=extra,
+        separator=separator, input_names=input_names, integer_names=integer_names,
+        timeout=float(timeout), env=env, keep_failed=_bool(options, "keep_failed", False, key),
+        workdir=wpath, link_files=links, link_mode=link_mode, max_parallel=max_par, root=root,
+        seed_bits=seed_bits, key=key)
+    _dry_render(sim, key)
+    return sim
+
+
+def _dry_render(sim: CommandSimulator, key: str) -> None:
+    """Render every template once with stand-in values (1 for integer inputs, 0.5
+    otherwise) so that a format spec that cannot apply (``{R0:d}`` on a real
+    input) fails at validation, not in every row."""
+    values: dict[str, Any] = {n: (1 if n in sim.integer_names else 0.5) for n in sim.input_names}
+    values.update(seed=1, run_id=0, root=str(sim.root), workdir="/tmp/x",
+                  input_file="in", output_file="out")
+    checks: list[tuple[str, Template | None]] = [
+        (f"{key}.command.{i}", t) for i, t in enumerate(sim.argv)]
+    checks += [(f"{key}.output_file", sim.output_file), (f"{key}.input_file.name", sim.input_name),
+               (f"{key}.input_file.template", sim.input_template)]
+    checks += [(f"{key}.input_file.extra.{k}", v) for k, v in sim.input_extra.items()
+               if isinstance(v, Template)]
+    checks += [(f"{key}.env.{k}", t) for k, t in sim.env.items()]
+    for where, tpl in checks:
+        if tpl is None:
+            continue
+        try:
+            text = tpl.render(values)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise ConfigError(where, f"template {tpl.text[:60]!r} cannot be rendered: {exc}") \
+                from None
+        if where in (f"{key}.output_file", f"{key}.input_file.name"):
+            # what a format spec makes of a value ('{seed:/>5}' gives '////1')
+            check_name(text, where, f"file name {tpl.text!r} renders as")
+

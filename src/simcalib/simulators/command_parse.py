@@ -1,0 +1,211 @@
+"""Templates and output parsing for the ``command`` simulator.
+
+:class:`Template` is a ``str.format`` template whose placeholders are checked when
+the config is validated; the parsers read a program's output file (``key: value``
+lines, CSV, JSON) and :func:`extract` finds one number in it, raising
+:class:`MissingKeyError` (with the file's keys and the nearest one) when a key is
+not there.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from simcalib.errors import ConfigError
+
+MAX_SPEC_NUMBER = 1000  # '{x:>20000000000}' would allocate 20 GB when rendered
+_FORMATTER = string.Formatter()
+_INDEXED = re.compile(r"^(.*)\[(-?\d+)\]$")
+_TOKENS = re.compile(r"[\s,;]+")
+
+
+def _clean(text: str) -> str:
+    """Printable, one-line text for the ``message`` column."""
+    text = "".join(c if c.isprintable() or c == "\n" else "?" for c in text)
+    return " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+
+
+
+# ---------------------------------------------------------------------------
+# templates
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Template:
+    """A ``str.format`` template whose field names were checked at build time."""
+
+    text: str
+    names: frozenset[str]
+
+    @classmethod
+    def compile(cls, text: str, known: Sequence[str], key: str) -> Template:
+        try:
+            parsed = list(_FORMATTER.parse(text))
+        except ValueError as exc:  # a lone '{' or '}'
+            raise ConfigError(key, f"bad template {text[:60]!r}: {exc} (write a literal brace "
+                              "as '{{' or '}}')") from None
+        names = set()
+        for _, fname, spec, _ in parsed:
+            if fname is None:
+                continue
+            if fname == "" or fname.isdigit():
+                raise ConfigError(key, "positional placeholder '{}' in template; name an input "
+                                  "such as '{R0}' (a literal brace is written '{{' or '}}')")
+            if fname not in known:
+                import difflib
+
+                close = difflib.get_close_matches(fname, list(known), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ConfigError(key, f"template placeholder '{{{fname}}}' names no input{hint}; "
+                                  f"known: {sorted(known)}")
+            if spec and "{" in spec:
+                raise ConfigError(key, "nested placeholders in a format spec are not supported")
+            if spec and any(int(d) > MAX_SPEC_NUMBER for d in re.findall(r"\d+", spec)):
+                raise ConfigError(key, f"format spec '{{{fname}:{spec}}}': widths and precisions "
+                                  f"above {MAX_SPEC_NUMBER} are not allowed")
+            names.add(fname)
+        return cls(text, frozenset(names))
+
+    def render(self, values: Mapping[str, Any]) -> str:
+        return _FORMATTER.vformat(self.text, (), values)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# output parsing
+# ---------------------------------------------------------------------------
+class OutputParseError(Exception):
+    """An output file exists but does not hold the values we need."""
+
+
+class MissingKeyError(OutputParseError):
+    """The output file has no such key: almost always a typo in ``output_map``,
+    which :func:`simcalib.simulators.probe` turns into a config error."""
+
+    def __init__(self, key: str, available: list[str], hint: str | None) -> None:
+        self.key, self.available, self.hint = key, available, hint
+        shown = available[:12] + (["..."] if len(available) > 12 else [])
+        did = f" (did you mean '{hint}'?)" if hint else ""
+        super().__init__(f"key '{key}' not found{did}; the file has {shown}")
+
+
+def _nearest(name: str, candidates: Sequence[str]) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    if not close:  # case or spacing slips: 'peak time' for 'Peak time'
+        low = {c.lower().replace(" ", "").replace("_", ""): c for c in candidates}
+        close = [low[k] for k in difflib.get_close_matches(
+            name.lower().replace(" ", "").replace("_", ""), list(low), n=1, cutoff=0.6)]
+    return close[0] if close else None
+
+
+def parse_keyvalue(text: str) -> dict[str, str]:
+    """``key: value`` lines (FluTE's Summary file).  Blank lines, ``#`` comments
+    and lines without a colon (headers, free text) are skipped; the key is
+    everything before the first colon, stripped."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("#") or ":" not in s:
+            continue
+        k, v = s.split(":", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def parse_csv(text: str) -> dict[str, str]:
+    """A CSV table with a header; the *last* data row is used (simulators that
+    write a time series usually end with the final state)."""
+    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    if len(rows) < 2:
+        raise OutputParseError("CSV output needs a header and at least one data row")
+    header, last = [h.strip() for h in rows[0]], rows[-1]
+    if len(last) != len(header):
+        raise OutputParseError(f"CSV last row has {len(last)} fields, header has {len(header)}")
+    return dict(zip(header, (c.strip() for c in last), strict=True))
+
+
+def parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OutputParseError(f"not valid JSON ({exc})") from None
+
+
+PARSE_FUNCS = {"keyvalue": parse_keyvalue, "csv": parse_csv, "json": parse_json}
+
+
+def _to_float(raw: Any, key: str) -> float:
+    if raw is None:
+        return math.nan
+    if isinstance(raw, bool):
+        raise OutputParseError(f"value of '{key}' is a boolean, not a number")
+    if isinstance(raw, int | float):
+        return float(raw)
+    if isinstance(raw, str):
+        tokens = [t for t in _TOKENS.split(raw.strip()) if t]
+        if len(tokens) == 1:
+            try:
+                return float(tokens[0])
+            except ValueError:
+                pass
+        elif len(tokens) > 1:
+            raise OutputParseError(f"value of '{key}' holds {len(tokens)} values; select one "
+                                   f"with '{key}[i]' in output_map")
+        raise OutputParseError(f"value of '{key}' is not a number: {_clean(raw)[:80]!r}")
+    raise OutputParseError(f"value of '{key}' is a {type(raw).__name__}, not a number")
+
+
+def _index(seq: Any, i: int, key: str) -> Any:
+    if isinstance(seq, str):
+        seq = [t for t in _TOKENS.split(seq.strip()) if t]
+    if not isinstance(seq, list):
+        raise OutputParseError(f"'{key}' cannot be indexed")
+    try:
+        return seq[i]
+    except IndexError:
+        raise OutputParseError(f"'{key}' has {len(seq)} values, no index {i}") from None
+
+
+def extract(data: Any, key: str) -> float:
+    """The number stored under ``key``: an exact key first; then ``key[i]`` (the
+    i-th of several comma/space-separated values, as FluTE's "attack rates by
+    age" lines hold); for JSON, a dotted path (``results.attack_rate``,
+    ``by_age[2]``)."""
+    if isinstance(data, dict) and key in data:
+        return _to_float(data[key], key)
+    m = _INDEXED.match(key)
+    if isinstance(data, dict) and m and m.group(1) in data:
+        return _to_float(_index(data[m.group(1)], int(m.group(2)), m.group(1)), key)
+    node = data
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        pm = _INDEXED.match(part)
+        name, idx = (pm.group(1), int(pm.group(2))) if pm else (part, None)
+        if name:
+            if not isinstance(node, dict) or name not in node:
+                keys = [str(k) for k in data] if isinstance(data, dict) else []
+                hint = None
+                if depth == 0:
+                    hint = _nearest(m.group(1) if m else key, keys)
+                    if hint and m:
+                        hint = f"{hint}[{m.group(2)}]"
+                elif isinstance(node, dict):  # a dotted JSON path that goes astray inside
+                    near = _nearest(name, [str(k) for k in node])
+                    if near:
+                        hint = ".".join([*parts[:depth], part.replace(name, near, 1),
+                                         *parts[depth + 1:]])
+                raise MissingKeyError(key, keys, hint)
+            node = node[name]
+        if idx is not None:
+            node = _index(node, idx, key)
+    return _to_float(node, key)
+
+

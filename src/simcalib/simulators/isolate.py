@@ -1,0 +1,234 @@
+"""``python`` simulators with ``isolate: true``: every row in a worker process.
+
+A Python simulator normally runs inside the chunk job, so a segfault in its C
+extension kills the job with an empty log and a hang blocks it forever.  With
+``isolate: true`` rows go to a small pool of worker processes (``threads`` of
+them); each row has a ``timeout``.  A worker that dies (a signal, ``os._exit``)
+turns its row into an ``error`` row naming the signal, a row past its timeout into
+a ``timeout`` row; the worker is replaced and the batch goes on.
+
+Workers are plain ``python -m simcalib.simulators.isolate`` subprocesses talking
+over a socket pair (not ``multiprocessing``'s spawn, which re-imports the
+caller's ``__main__`` script), in sessions of their own (Ctrl-C reaches only the
+job, which then stops them), registered with the batch's
+:class:`~simcalib.simulators.scratch.Watchdog`, which kills them if the job dies
+without cleaning up (SIGKILL).  Each worker loads the function itself from its
+``module:function`` name, so nothing unpicklable crosses the process boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Mapping
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simcalib.simulators.base import STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, finalize
+from simcalib.simulators.scratch import Watchdog, trap_sigterm
+
+STARTUP_S = 120.0  # a worker must import the function within this long
+MAX_START_FAILURES = 3  # workers dying before they are ready: give up on the batch
+
+
+def worker_main(fd: int) -> None:
+    """Worker loop: receive ``(spec, path, outputs, options, sys_path)``, load the
+    function, then answer ``(pos, row, seed)`` with ``(pos, raw result dict)``
+    until told to stop (``None``) or the parent is gone."""
+    conn = Connection(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    try:
+        spec, path, outputs, options, sys_path = conn.recv()
+    except (EOFError, OSError):
+        return
+    sys.path.extend(p for p in sys_path if p not in sys.path)
+    from simcalib.simulators.pyfunc import PythonFunction, load_callable
+
+    try:
+        sim = PythonFunction(load_callable(spec, "function", path), outputs, options)
+    except Exception as exc:
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return  # the parent died
+        if msg is None:
+            return
+        pos, row, seed = msg
+        raw = sim._call(row, np.array([seed]))
+        conn.send(("result", (pos, raw.iloc[0].to_dict())))
+
+
+class _Slot:
+    """One worker process and the row it is running."""
+
+    def __init__(self, args: tuple, watchdog: Watchdog) -> None:
+        self.conn, child = mp.Pipe()
+        fd = child.fileno()
+        self.proc = subprocess.Popen([sys.executable, "-m", "simcalib.simulators.isolate",
+                                      str(fd)], pass_fds=(fd,), start_new_session=True)
+        child.close()
+        self.watchdog = watchdog
+        watchdog.add_group(self.proc.pid)
+        self.conn.send((*args, list(sys.path)))
+        self.pos: int | None = None
+        self.deadline = time.monotonic() + STARTUP_S
+        self.ready = False
+        self.dead = False
+
+    def stop(self, kill: bool) -> None:
+        if self.dead:
+            return
+        if not kill:
+            with contextlib.suppress(OSError, ValueError):
+                self.conn.send(None)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                kill = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and anything it started
+        self.proc.wait()
+        self.watchdog.drop_group(self.proc.pid)
+        self.conn.close()
+        self.dead = True
+
+
+def _death(rc: int | None) -> str:
+    if rc is not None and rc < 0:
+        try:
+            return f"killed by signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exited with status {rc}"
+
+
+class IsolatedPython:
+    """The ``python`` simulator with ``isolate: true`` (see the module docstring)."""
+
+    def __init__(self, spec: str, path: str | None, outputs: list[str],
+                 options: Mapping[str, Any], timeout: float, key: str) -> None:
+        self.spec, self.path, self.outputs = spec, path, list(outputs)
+        self.options, self.timeout, self.key = dict(options), float(timeout), key
+
+    def run(self, inputs: pd.DataFrame, seeds: np.ndarray, threads: int = 1) -> pd.DataFrame:
+        raw = self.run_raw(inputs, seeds, threads)
+        return finalize(pd.DataFrame(raw, index=inputs.index), self.outputs, inputs.index,
+                        f"{self.key}.function")
+
+    def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
+        from simcalib.simulators.pyfunc import check_columns
+
+        raw = pd.DataFrame(self.run_raw(inputs.iloc[:1], np.array([seed])),
+                           index=inputs.index[:1])
+        check_columns(raw, self.outputs, f"{self.key}.outputs")
+        return finalize(raw, self.outputs, inputs.index[:1], f"{self.key}.function")
+
+    def run_raw(self, inputs: pd.DataFrame, seeds: np.ndarray,
+                threads: int = 1) -> list[dict[str, Any]]:
+        """One raw result dict per row, in order."""
+        seeds = np.asarray(seeds)
+        if len(seeds) != len(inputs):
+            raise ValueError(f"{len(seeds)} seeds for {len(inputs)} rows")
+        n = len(inputs)
+        results: list[dict[str, Any] | None] = [None] * n
+        if n == 0:
+            return []
+        args = (self.spec, self.path, self.outputs, self.options)
+        todo = deque(range(n))
+        watchdog = Watchdog()
+        restore = trap_sigterm()
+        slots: list[_Slot] = []
+        start_failures = 0
+        try:
+            slots = [_Slot(args, watchdog) for _ in range(max(1, min(int(threads), n)))]
+            while todo or any(s.pos is not None for s in slots):
+                for s in slots:
+                    if s.ready and not s.dead and s.pos is None and todo:
+                        s.pos = todo.popleft()
+                        s.deadline = time.monotonic() + self.timeout
+                        s.conn.send((s.pos, inputs.iloc[[s.pos]], int(seeds[s.pos])))
+                live = [s for s in slots if not s.dead and (s.pos is not None or not s.ready)]
+                if not live:
+                    break
+                left = min(s.deadline for s in live) - time.monotonic()
+                wait([s.conn for s in live], timeout=max(0.0, left))
+                for i, s in enumerate(slots):
+                    if s.dead:
+                        continue
+                    outcome = self._check(s)
+                    if outcome is None:
+                        continue
+                    kind, value = outcome
+                    if kind == "ready":
+                        s.ready = True
+                    elif kind == "result":
+                        pos, res = value
+                        results[pos] = {"status": STATUS_OK, "message": "", **res}
+                        s.pos = None
+                    elif kind == "failed":  # the function cannot be loaded: no row can run
+                        s.stop(kill=True)
+                        for p in [*([s.pos] if s.pos is not None else []), *todo]:
+                            results[p] = {"status": STATUS_ERROR, "message":
+                                          f"worker could not load the function: {value}"}
+                        todo.clear()
+                    else:  # died or timed out: record its row, start a fresh worker
+                        s.stop(kill=True)
+                        if s.pos is not None:
+                            results[s.pos] = value
+                        else:
+                            start_failures += 1
+                        if start_failures >= MAX_START_FAILURES:
+                            for p in todo:
+                                results[p] = {**value, "message": f"{value['message']} "
+                                              f"({start_failures} workers failed to start)"}
+                            todo.clear()
+                        elif todo:
+                            slots[i] = _Slot(args, watchdog)
+        finally:
+            for s in slots:
+                s.stop(kill=s.pos is not None or not s.ready)
+            restore()
+            watchdog.close()
+        return [r if r is not None else {"status": STATUS_ERROR, "message": "no result"}
+                for r in results]
+
+    def _check(self, s: _Slot) -> tuple[str, Any] | None:
+        """What happened to slot ``s``: a message, its death, its timeout, or
+        nothing yet."""
+        try:
+            if s.conn.poll():
+                kind, value = s.conn.recv()
+                return kind, value
+        except (EOFError, OSError):  # the worker's end closed: it died
+            try:
+                rc = s.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                rc = None
+            what = "running its row" if s.pos is not None else "starting"
+            return "died", {"status": STATUS_ERROR,
+                            "message": f"worker process {_death(rc)} while {what}"}
+        if time.monotonic() >= s.deadline:
+            if s.pos is None:
+                return "died", {"status": STATUS_ERROR,
+                                "message": f"worker did not start within {STARTUP_S:g} s"}
+            return "died", {"status": STATUS_TIMEOUT,
+                            "message": f"timed out after {self.timeout:g} s (worker process "
+                                       "killed)"}
+        return None
+
+
+if __name__ == "__main__":
+    worker_main(int(sys.argv[1]))
