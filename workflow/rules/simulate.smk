@@ -39,6 +39,9 @@ rule design:
         "--seed {config[seed]} --output {output} > {log} 2>&1"
 
 
+# A chunk journals each finished run under chunks/.journal/ (not an output, so it
+# survives Snakemake deleting an interrupted job's outputs): rerun, it redoes only the
+# runs that were in flight.  The merge checks every chunk and then removes its journal.
 rule simulate_chunk:
     input:
         "results/{study}/design.csv",
@@ -63,11 +66,14 @@ rule simulate_chunk:
 
 rule merge_chunks:
     input:
+        design="results/{study}/design.csv",
         csv=chunk_files("csv"),
         meta=chunk_files("json"),
     output:
         dataset="results/{study}/dataset.csv",
         summary="results/{study}/simulation_summary.json",
+    params:
+        chunk_size=lambda wildcards: config["studies"][wildcards.study]["design"]["chunk_size"],
     log:
         "results/logs/{study}/merge_chunks.log",
     benchmark:
@@ -76,7 +82,8 @@ rule merge_chunks:
         mem_mb=2000,
         runtime=5,
     shell:
-        "simcalib merge --chunks {input.csv} --metas {input.meta} --output {output.dataset} "
+        "simcalib merge --design {input.design} --chunk-size {params.chunk_size} "
+        "--chunks {input.csv} --metas {input.meta} --output {output.dataset} "
         "--summary {output.summary} > {log} 2>&1"
 
 
