@@ -275,7 +275,7 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
                     pending = {fut0}
                     rec = _wait_one(fut0)
                     if rec is not None and rec["status"] in SETUP_FAILURES:
-                        raise DataError(label, f"the first run (run {id_column} "
+                        raise DataError(label, f"the first run ({id_column} "
                                         f"{rec[id_column]}) failed with {rec['status']}: "
                                         f"{rec['message']}. The study's output settings are "
                                         "probably wrong (simulator.options); no other run was "
