@@ -76,7 +76,7 @@ def check_chunk(df: pd.DataFrame, path: str | Path, expected: pd.DataFrame,
     want = expected["run_id"].to_numpy()
     if not np.array_equal(ids, want):
         wrong = int(np.flatnonzero(ids != want)[0])
-        raise bad(f"row {wrong + 1} has run_id {df['run_id'].iloc[wrong]!r}, the design says "
+        raise bad(f"row {wrong + 1} has run_id {df['run_id'].iloc[wrong]}, the design says "
                   f"{want[wrong]}")
     status = df["status"]
     empty = status.isna() | (status.astype(str).str.strip() == "")
@@ -92,8 +92,8 @@ def check_chunk(df: pd.DataFrame, path: str | Path, expected: pd.DataFrame,
         same = np.isclose(got, ref, rtol=1e-12, atol=0.0, equal_nan=True)
         if not same.all():
             i = int(np.flatnonzero(~same)[0])
-            raise bad(f"input {c!r} of run_id {want[i]} is {got[i]!r}, the design says "
-                      f"{ref[i]!r}")
+            raise bad(f"input {c!r} of run_id {want[i]} is {float(got[i])!r}, the design "
+                      f"says {float(ref[i])!r}")
     if meta is None:
         return
     if int(meta.get("runs", len(df))) != len(df):

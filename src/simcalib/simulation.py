@@ -316,7 +316,7 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
     out = pd.concat([rows.reset_index(drop=True), res[cols]], axis=1)
     for o in study.outputs:
         out[o] = pd.to_numeric(out[o], errors="coerce").astype(float)
-    out["message"] = out["message"].fillna("").astype(str)
+    out["message"] = _text(out["message"])
     summary = summarize(out, seconds, cpu)
     summary["resumed"] = resumed
     return out, summary
@@ -336,8 +336,7 @@ def summarize(df: pd.DataFrame, seconds: float | None = None,
     message: stderr lines the simulator flagged), and one example message per
     failure kind, so a failed study says why without opening the CSV."""
     status = df["status"].astype(str)
-    message = (df["message"].fillna("").astype(str) if "message" in df
-               else pd.Series("", index=df.index))
+    message = _text(df["message"]) if "message" in df else pd.Series("", index=df.index)
     counts = Counter(status.tolist())
     summary: dict[str, Any] = {
         "runs": int(len(df)),
@@ -366,6 +365,12 @@ def failure_digest(df: pd.DataFrame) -> str:
     if bad.empty:
         return f"all {len(df)} runs ok"
     kind, n = Counter(bad["status"].astype(str)).most_common(1)[0]
-    msg = str(bad.loc[bad["status"].astype(str) == kind, "message"].fillna("").iloc[0])
+    msg = str(_text(bad.loc[bad["status"].astype(str) == kind, "message"]).iloc[0])
     return (f"{len(bad)} of {len(df)} runs failed; most often {kind} ({n}): "
             f"{msg or '(no message)'}")
+
+
+def _text(col: pd.Series) -> pd.Series:
+    """A message column as strings, missing -> '' (a CSV column of empty messages
+    reads back as all-NaN floats)."""
+    return col.astype(object).where(col.notna(), "").astype(str)
