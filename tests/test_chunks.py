@@ -141,3 +141,15 @@ def test_summary_counts_warnings_and_names_failures() -> None:
     assert s["cpu_seconds"] == 2.5
     assert failure_digest(df) == ("3 of 6 runs failed; most often parse_error (2): "
                                   "key 'Q' not found")
+
+
+def test_training_on_too_few_rows_names_the_failure() -> None:
+    from simcalib.metamodel import train_metamodel
+
+    df = pd.DataFrame({"x": np.linspace(0, 1, 12), "q": np.nan,
+                       "status": ["missing_output"] * 9 + ["ok"] * 3,
+                       "message": ["output file 'Summary0' not written"] * 9 + [""] * 3})
+    df.loc[9:, "q"] = 1.0
+    with pytest.raises(DataError, match=r"only 3 usable rows .*\(9 of 12 runs failed; most "
+                       r"often missing_output \(9\): output file 'Summary0' not written"):
+        train_metamodel(df, ["x"], ["q"], {}, 1)
