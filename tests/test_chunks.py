@@ -153,3 +153,12 @@ def test_training_on_too_few_rows_names_the_failure() -> None:
     with pytest.raises(DataError, match=r"only 3 usable rows .*\(9 of 12 runs failed; most "
                        r"often missing_output \(9\): output file 'Summary0' not written"):
         train_metamodel(df, ["x"], ["q"], {}, 1)
+
+
+def test_max_parallel_caps_the_threads(tmp_path: Path) -> None:
+    cfg = counting_config(tmp_path, n=4, chunk_size=4, threads=4, sleep=0.2)
+    config = load_config(cfg)
+    config["studies"]["count"]["simulator"]["options"]["max_parallel"] = 1
+    study = get_study(config, "count")
+    _, summ = run_chunk(study, make_design(study, 5), 5, threads=4)
+    assert summ["ok"] == 4 and summ["seconds"] >= 4 * 0.2  # one at a time

@@ -241,8 +241,10 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
     resumed = len(done)
     todo = [pos for pos in range(len(ids)) if int(ids[pos]) not in done]
     sim = study.simulator
-    workers = max(1, min(int(threads or 1), len(todo) or 1)) \
-        if concurrent_calls(study.cfg) else 1
+    workers = 1
+    if concurrent_calls(study.cfg):  # a command's max_parallel caps design.threads
+        cap = getattr(sim, "max_parallel", None) or int(threads or 1)
+        workers = max(1, min(int(threads or 1), int(cap), len(todo) or 1))
     progress = Progress(label, len(ids), resumed, progress_s)
     for rec in done.values():
         progress.add(str(rec.get("status")))
