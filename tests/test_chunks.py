@@ -162,3 +162,23 @@ def test_max_parallel_caps_the_threads(tmp_path: Path) -> None:
     study = get_study(config, "count")
     _, summ = run_chunk(study, make_design(study, 5), 5, threads=4)
     assert summ["ok"] == 4 and summ["seconds"] >= 4 * 0.2  # one at a time
+
+
+def test_report_runtime_uses_the_chunks_own_cpu_count(tmp_path: Path) -> None:
+    from simcalib.report import collect_benchmarks, runtime_table
+
+    rules = tmp_path / "results" / "benchmarks" / "rules" / "s"
+    rules.mkdir(parents=True)
+    head = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    for k, cpu in ((0, 0.5), (1, 0.7)):
+        (rules / f"simulate_chunk_{k}.tsv").write_text(head + f"3.0\t0:00:03\t50\t1\t1\t1\t0\t0\t"
+                                                       f"10\t{cpu}\n")
+    (rules / "design.tsv").write_text(head + "1.0\t0:00:01\t50\t1\t1\t1\t0\t0\t10\t0.4\n")
+    chunks = tmp_path / "results" / "s" / "chunks"
+    chunks.mkdir(parents=True)
+    (chunks / "chunk_0.json").write_text(json.dumps({"cpu_seconds": 2.25}))  # with children
+    (chunks / "chunk_1.json").write_text(json.dumps({"cpu_seconds": 0.1}))  # never lower
+    rt = runtime_table(collect_benchmarks(tmp_path / "results" / "benchmarks" / "rules"))
+    cpu = dict(zip(rt["kind"], rt["cpu_s_total"], strict=True))
+    assert cpu["s/simulate_chunk_N"] == pytest.approx(2.25 + 0.7)
+    assert cpu["s/design"] == pytest.approx(0.4)
