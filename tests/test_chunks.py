@@ -79,6 +79,12 @@ def test_journal_of_other_settings_is_not_reused(tmp_path: Path) -> None:
     study3, sim3 = counted()
     run_chunk(study3, rows, 2, journal=jpath)  # another seed
     assert len(sim3.calls) == 20
+    study4, sim4 = counted()
+    run_chunk(study4, rows, 2, journal=jpath, threads=4)  # threads change nothing
+    assert sim4.calls == []
+    moved, sim5 = counted()
+    run_chunk(moved, rows.assign(x=rows["x"] + 0.01), 2, journal=jpath)  # other rows
+    assert len(sim5.calls) == 20
 
 
 def test_journal_location_is_not_beside_the_declared_outputs() -> None:

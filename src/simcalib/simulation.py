@@ -116,13 +116,16 @@ CONCURRENT_TYPES = frozenset({"command"})
 # when the first run of a chunk fails this way, the chunk stops at once.
 SETUP_FAILURES = frozenset({"parse_error", "missing_output"})
 MAX_MESSAGES = 5
+# Study keys a journal's fingerprint covers (see run_chunk).
+FINGERPRINT_KEYS = ("simulator", "parameters", "contexts", "outputs")
 
 
 def concurrent_calls(cfg: Mapping[str, Any]) -> bool:
     """Whether the study's simulator may run several rows at once in threads."""
     spec = cfg.get("simulator") or {}
-    return spec.get("type") in CONCURRENT_TYPES or bool((spec.get("options") or {})
-                                                         .get("isolate"))
+    # an isolated python simulator (issue 14: a subprocess per run) is as safe as a command
+    isolated = spec.get("isolate") or (spec.get("options") or {}).get("isolate")
+    return spec.get("type") in CONCURRENT_TYPES or bool(isolated)
 
 
 def cpu_seconds() -> float:
@@ -233,8 +236,10 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
     done: dict[int, dict[str, Any]] = {}
     jr = None
     if journal is not None:
-        fp = fingerprint(study.name, dict(study.cfg), seed, stream,
-                         rows[[id_column, *study.input_names]])
+        # what decides a run's numbers: the simulator and the input space (the rows
+        # themselves are hashed too); not design.threads, chunk_size or anything later
+        fp = fingerprint(study.name, {k: study.cfg.get(k) for k in FINGERPRINT_KEYS}, seed,
+                         stream, rows[[id_column, *study.input_names]])
         jr, held = Journal.open(journal, fp, id_column)
         wanted = set(ids.tolist())
         done = {k: v for k, v in held.items() if k in wanted}
