@@ -290,7 +290,11 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
                     if rec is not None:
                         done[int(rec[id_column])] = rec
                         progress.add(rec["status"])
-                        log.info("%s: first run ok (%s)", label, rec["status"])
+                        if rec["status"] == "ok":
+                            log.info("%s: first run ok, its outputs parse", label)
+                        else:
+                            log.warning("%s: first run failed with %s: %s (continuing)", label,
+                                        rec["status"], rec["message"])
                 pending = {pool.submit(one, pos) for pos in todo}
                 while pending:
                     finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
