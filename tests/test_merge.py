@@ -66,6 +66,7 @@ def test_clean_chunks_merge_and_their_journals_go(work: Path,
     assert (summary["runs"], summary["ok"], summary["chunks"]) == (10, 10, 3)
     assert summary["cpu_seconds"] > 0 and summary["warnings"] == 0
     assert not any(j.exists() for j in journals)
+    assert not journals[0].parent.exists()  # the empty .journal folder too
 
 
 def _lines(path: Path) -> list[str]:

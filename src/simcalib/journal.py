@@ -174,5 +174,8 @@ class Journal:
 
 def remove(chunk_csv: str | os.PathLike[str]) -> None:
     """Delete a chunk's journal (after a merge has taken its results)."""
+    path = journal_path(chunk_csv)
     with contextlib.suppress(FileNotFoundError):
-        journal_path(chunk_csv).unlink()
+        path.unlink()
+    with contextlib.suppress(OSError):  # only when empty
+        path.parent.rmdir()
