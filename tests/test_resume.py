@@ -1,9 +1,15 @@
-"""Kill one chunk job mid-way, then resume: the workflow finishes the other chunks,
-the killed chunk leaves no file (half-written or otherwise), and the rerun
-recomputes only the killed chunk."""
+"""Kill a chunk mid-way, then resume.
+
+Workflow level: the workflow finishes the other chunks, the killed chunk leaves no
+file (half-written or otherwise), and the rerun recomputes only the killed chunk.
+Run level: a chunk killed by SIGKILL, SIGINT or SIGTERM and rerun redoes at most
+``threads`` runs (the ones in flight), counted by a simulator that records each
+start, and ends with the same bytes as an uninterrupted run."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,8 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 import psutil
+import pytest
 import yaml
 
+from simcalib.config import load_config
+from simcalib.io import write_csv
+from simcalib.simulation import make_design
+from simcalib.study import get_study
+from tests.chunk_fixtures import counting_config, started
 from tests.conftest import REPO
 
 CONFIG = {
@@ -81,3 +93,77 @@ def test_kill_one_chunk_job_and_resume(tmp_path: Path) -> None:
         assert (chunks / name).stat().st_mtime_ns == mtime, f"{name} was recomputed"
     data = pd.read_csv(wd / "results" / "slow" / "dataset.csv")
     assert list(data.run_id) == list(range(12)) and (data.status == "ok").all()
+
+
+# ---- resume per run: kill the chunk command itself, count the redone runs ----------
+
+THREADS = 3
+N_RUNS = 18
+
+
+def _simulate_cmd(cfg: Path, wd: Path) -> list[str]:
+    return [sys.executable, "-m", "simcalib.cli", "sim-run", "--study", "count", "--config",
+            str(cfg), "--design", str(wd / "design.csv"), "--chunk", "0", "--threads",
+            str(THREADS), "--output", str(wd / "chunks" / "chunk_0.csv"), "--meta",
+            str(wd / "chunks" / "chunk_0.json")]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO / "src")}
+
+
+def _design(cfg: Path, wd: Path) -> None:
+    study = get_study(load_config(cfg), "count")
+    write_csv(make_design(study, 5), wd / "design.csv")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The chunk of an uninterrupted run."""
+    tmp = tmp_path_factory.mktemp("ref")
+    cfg = counting_config(tmp, n=N_RUNS, chunk_size=N_RUNS, threads=THREADS, sleep=0.25)
+    _design(cfg, tmp)
+    subprocess.run(_simulate_cmd(cfg, tmp), check=True, env=_env(), capture_output=True)
+    assert sorted(started(tmp)) == list(range(N_RUNS))  # each run once
+    return (tmp / "chunks" / "chunk_0.csv").read_bytes()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_killed_chunk_redoes_at_most_threads_runs(tmp_path: Path, reference: bytes,
+                                                  sig: signal.Signals) -> None:
+    cfg = counting_config(tmp_path, n=N_RUNS, chunk_size=N_RUNS, threads=THREADS, sleep=0.25)
+    _design(cfg, tmp_path)
+    proc = subprocess.Popen(_simulate_cmd(cfg, tmp_path), env=_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while len(started(tmp_path)) < 8 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the chunk finished before it could be killed"
+    if sig == signal.SIGKILL:
+        os.killpg(proc.pid, signal.SIGKILL)  # the job's whole process group, no cleanup
+    else:
+        proc.send_signal(sig)
+    t0 = time.time()
+    _, err = proc.communicate(timeout=30)
+    stop_s = time.time() - t0
+    assert proc.returncode != 0
+    if sig != signal.SIGKILL:
+        assert stop_s < 5, f"took {stop_s:.1f} s to stop: runs in flight were not killed"
+    chunk = tmp_path / "chunks" / "chunk_0.csv"
+    assert not chunk.exists()
+    # a SIGKILL leaves the runs in flight orphaned (they run in their own sessions);
+    # let them reach the counter before reading it
+    time.sleep(0.5 if sig == signal.SIGKILL else 0.0)
+    first = started(tmp_path)
+    assert 8 <= len(first) < N_RUNS
+
+    rerun = subprocess.run(_simulate_cmd(cfg, tmp_path), env=_env(), capture_output=True,
+                           text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    second = started(tmp_path)[len(first):]
+    redone = set(first) & set(second)
+    assert len(redone) <= THREADS, f"redone {sorted(redone)}"
+    assert set(first) | set(second) == set(range(N_RUNS))
+    assert len(second) == len(set(second))  # nothing started twice in the rerun
+    assert f"{N_RUNS - len(second)} of {N_RUNS} runs already done" in rerun.stderr
+    assert chunk.read_bytes() == reference  # the same values as an uninterrupted run

@@ -21,10 +21,24 @@ import pandas as pd
 from simcalib.errors import DataError
 
 
+def umask() -> int:
+    """The process umask, read without changing it where Linux allows (``os.umask``
+    sets and restores it, which races with other threads creating files)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` on success,
-    delete it on failure."""
+    delete it on failure.  The file gets the mode a plain ``open`` would give
+    (0666 less the umask, so 0644 under the usual 022): ``mkstemp`` creates 0600,
+    which would hide results from colleagues on a shared cluster."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -32,6 +46,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, 0o666 & ~umask())
         os.replace(tmp_path, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

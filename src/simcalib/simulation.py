@@ -4,13 +4,27 @@ Each chunk is simulated by its own job, so a cluster runs chunks in parallel and
 finished chunk is never recomputed when only downstream settings change.  Every row
 carries a ``run_id`` (its position in the full design) and its random stream is
 derived from (seed, study, run_id), so the numbers do not depend on the chunking.
+
+Inside a chunk (:func:`run_chunk`) runs are dispatched one at a time to at most
+``threads`` workers and each finished run is journaled (:mod:`simcalib.journal`),
+so a killed chunk, rerun, redoes only the runs that were in flight.  The first run
+goes alone, as a probe: a study whose outputs do not parse fails in one run, not
+after the whole chunk.  Progress (``k/N runs, ok/failed, ETA``) is logged every
+``progress_s`` seconds.
 """
 
 from __future__ import annotations
 
 import logging
+import resource
+import signal
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -94,25 +108,278 @@ def simulate_rows(study: Study, rows: pd.DataFrame, seed: int, stream: str = "si
     return out
 
 
-def merge_chunks(paths: Sequence[str]) -> pd.DataFrame:
-    frames = []
-    for p in paths:
-        try:
-            frames.append(pd.read_csv(p, keep_default_na=False, na_values=["", "nan", "NaN"]))
-        except (FileNotFoundError, pd.errors.ParserError) as exc:
-            raise DataError(p, f"cannot read chunk: {exc}") from None
-    df = pd.concat(frames, ignore_index=True)
-    return df.sort_values(df.columns[0], kind="stable").reset_index(drop=True)
+# Simulator types whose ``run`` may be called from several threads at once (each call
+# waits on an external process).  In-process Python simulators run one call at a time:
+# a user's function need not be thread-safe, and the GIL would serialise it anyway.
+CONCURRENT_TYPES = frozenset({"command"})
+# Failure kinds that mean the study's output settings are wrong rather than the run:
+# when the first run of a chunk fails this way, the chunk stops at once.
+SETUP_FAILURES = frozenset({"parse_error", "missing_output"})
+MAX_MESSAGES = 5
+# Study keys a journal's fingerprint covers (see run_chunk).
+FINGERPRINT_KEYS = ("simulator", "parameters", "contexts", "outputs")
 
 
-def summarize(df: pd.DataFrame, seconds: float | None = None) -> dict[str, Any]:
-    counts = df["status"].value_counts().to_dict()
+def concurrent_calls(cfg: Mapping[str, Any]) -> bool:
+    """Whether the study's simulator may run several rows at once in threads."""
+    spec = cfg.get("simulator") or {}
+    # an isolated python simulator (issue 14: a subprocess per run) is as safe as a command
+    isolated = spec.get("isolate") or (spec.get("options") or {}).get("isolate")
+    return spec.get("type") in CONCURRENT_TYPES or bool(isolated)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process plus its finished child processes (an external
+    simulator's work shows up only in ``RUSAGE_CHILDREN``)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class Progress:
+    """Logs ``k/N runs (ok/failed), elapsed, ETA`` every ``every_s`` seconds and at
+    each tenth of the chunk (but not more than once a second)."""
+
+    def __init__(self, label: str, total: int, resumed: int, every_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.total, self.resumed, self.every_s = label, total, resumed, every_s
+        self.clock = clock
+        self.t0 = self.last = clock()
+        self.last_tenth = -1
+        self.ok = self.failed = 0
+
+    def add(self, status: str) -> None:
+        if status == "ok":
+            self.ok += 1
+        else:
+            self.failed += 1
+
+    def line(self) -> str:
+        done = self.ok + self.failed
+        new = done - self.resumed
+        left = self.total - done
+        elapsed = self.clock() - self.t0
+        eta = (f"ETA {_duration(elapsed / new * left)}" if new > 0 and left > 0
+               else "ETA -" if left > 0 else "done")
+        resumed = f", {self.resumed} resumed from the journal" if self.resumed else ""
+        return (f"{self.label}: {done}/{self.total} runs ({self.ok} ok, {self.failed} failed"
+                f"{resumed}), {_duration(elapsed)} elapsed, {eta}")
+
+    def maybe_log(self, force: bool = False) -> None:
+        now = self.clock()
+        done = self.ok + self.failed
+        tenth = done * 10 // max(self.total, 1)
+        due = now - self.last >= self.every_s or (tenth > self.last_tenth and now - self.last >= 1)
+        if force or due:
+            log.info(self.line())
+            self.last, self.last_tenth = now, tenth
+
+
+def _duration(s: float) -> str:
+    s = max(0.0, float(s))
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+@contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM (Snakemake or a cluster stopping the job) raises SystemExit in the main
+    thread, so a chunk stops like on Ctrl-C: no new runs, runs in flight killed."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _cancel(sim: Any) -> None:
+    """Ask the simulator to kill the runs it has in flight (external processes live in
+    their own sessions and do not get the terminal's signals)."""
+    fn = getattr(sim, "cancel", None)
+    if callable(fn):
+        fn()
+
+
+def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
+              journal: str | Path | None = None, label: str = "",
+              progress_s: float = 10.0, stream: str = "sim",
+              id_column: str = "run_id") -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Simulate ``rows`` run by run, journaling each finished run to ``journal``.
+
+    Runs already in the journal (written under the same settings) are taken from
+    it.  At most ``threads`` runs are in flight, so a kill loses at most that many.
+    Returns the rows with outputs/status/message (in ``rows`` order) and the
+    chunk's summary (:func:`summarize` plus ``resumed`` and ``cpu_seconds``)."""
+    from simcalib.journal import Journal, fingerprint
+
+    label = label or study.name
+    missing = [c for c in study.input_names if c not in rows.columns]
+    if missing:
+        raise DataError("design", f"missing input column(s) {missing}")
+    ids = rows[id_column].to_numpy(dtype=np.int64)
+    seeds = row_seeds(seed, f"{stream}:{study.name}", ids)
+    inputs = rows[study.input_names].set_axis(pd.Index(ids, name=id_column))
+    cols = [*study.outputs, "status", "message"]
+    done: dict[int, dict[str, Any]] = {}
+    jr = None
+    if journal is not None:
+        # what decides a run's numbers: the simulator and the input space (the rows
+        # themselves are hashed too); not design.threads, chunk_size or anything later
+        fp = fingerprint(study.name, {k: study.cfg.get(k) for k in FINGERPRINT_KEYS}, seed,
+                         stream, rows[[id_column, *study.input_names]])
+        jr, held = Journal.open(journal, fp, id_column)
+        wanted = set(ids.tolist())
+        done = {k: v for k, v in held.items() if k in wanted}
+    resumed = len(done)
+    todo = [pos for pos in range(len(ids)) if int(ids[pos]) not in done]
+    sim = study.simulator
+    workers = 1
+    if concurrent_calls(study.cfg):  # a command's max_parallel caps design.threads
+        cap = getattr(sim, "max_parallel", None) or int(threads or 1)
+        workers = max(1, min(int(threads or 1), int(cap), len(todo) or 1))
+    progress = Progress(label, len(ids), resumed, progress_s)
+    for rec in done.values():
+        progress.add(str(rec.get("status")))
+    if resumed:
+        log.info("%s: resuming: %d of %d runs already done (journal %s)", label, resumed,
+                 len(ids), journal)
+    stop = threading.Event()
+
+    def one(pos: int) -> dict[str, Any] | None:
+        if stop.is_set():
+            return None
+        res = sim.run(inputs.iloc[[pos]], seeds[pos:pos + 1], 1)
+        rec = {id_column: int(ids[pos]), **{c: res[c].iloc[0] for c in cols}}
+        rec["status"], rec["message"] = str(rec["status"]), str(rec["message"])
+        if stop.is_set():
+            return None  # finished because it was killed: not a result
+        if jr is not None:
+            jr.append(rec)
+        return rec
+
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
+    probe = bool(todo) and not any(r.get("status") == "ok" for r in done.values())
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="simcalib-run")
+    pending: set[Future[dict[str, Any] | None]] = set()
+    try:
+        with _sigterm_as_exit():
+            try:
+                if probe:
+                    fut0 = pool.submit(one, todo.pop(0))
+                    pending = {fut0}
+                    rec = _wait_one(fut0)
+                    if rec is not None and rec["status"] in SETUP_FAILURES:
+                        raise DataError(label, f"the first run ({id_column} "
+                                        f"{rec[id_column]}) failed with {rec['status']}: "
+                                        f"{rec['message']}. The study's output settings are "
+                                        "probably wrong (simulator.options); no other run was "
+                                        "started")
+                    if rec is not None:
+                        done[int(rec[id_column])] = rec
+                        progress.add(rec["status"])
+                        if rec["status"] == "ok":
+                            log.info("%s: first run ok, its outputs parse", label)
+                        else:
+                            log.warning("%s: first run failed with %s: %s (continuing)", label,
+                                        rec["status"], rec["message"])
+                pending = {pool.submit(one, pos) for pos in todo}
+                while pending:
+                    finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        rec = fut.result()
+                        if rec is not None:
+                            done[int(rec[id_column])] = rec
+                            progress.add(rec["status"])
+                    if jr is not None:
+                        jr.sync()
+                    progress.maybe_log()
+            except BaseException:
+                stop.set()
+                for fut in pending:
+                    fut.cancel()
+                while True:  # kill what is in flight until every worker has returned
+                    _cancel(sim)
+                    _, running = wait(pending, timeout=0.5)
+                    if not running:
+                        break
+                    pending = set(running)
+                raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if jr is not None:
+            jr.close()
+    progress.maybe_log(force=True)
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    res = pd.DataFrame([done[int(i)] for i in ids], columns=[id_column, *cols])
+    out = pd.concat([rows.reset_index(drop=True), res[cols]], axis=1)
+    for o in study.outputs:
+        out[o] = pd.to_numeric(out[o], errors="coerce").astype(float)
+    out["message"] = _text(out["message"])
+    summary = summarize(out, seconds, cpu)
+    summary["resumed"] = resumed
+    return out, summary
+
+
+def _wait_one(fut: Future[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Wait for one future in short steps (so Ctrl-C is seen promptly)."""
+    while True:
+        finished, _ = wait({fut}, timeout=0.5)
+        if finished:
+            return fut.result()
+
+
+def summarize(df: pd.DataFrame, seconds: float | None = None,
+              cpu: float | None = None) -> dict[str, Any]:
+    """Counts by status, the warnings of successful runs (an ``ok`` row with a
+    message: stderr lines the simulator flagged), and one example message per
+    failure kind, so a failed study says why without opening the CSV."""
+    status = df["status"].astype(str)
+    message = _text(df["message"]) if "message" in df else pd.Series("", index=df.index)
+    counts = Counter(status.tolist())
     summary: dict[str, Any] = {
         "runs": int(len(df)),
         "ok": int(counts.get("ok", 0)),
         "failures": int(len(df) - counts.get("ok", 0)),
-        "status_counts": {str(k): int(v) for k, v in counts.items()},
+        "status_counts": {k: int(v) for k, v in sorted(counts.items())},
     }
+    warned = (status == "ok") & (message.str.strip() != "")
+    summary["warnings"] = int(warned.sum())
+    summary["warning_messages"] = list(dict.fromkeys(message[warned]))[:MAX_MESSAGES]
+    summary["failure_examples"] = {k: str(message[status == k].iloc[0])
+                                   for k in sorted(counts) if k != "ok"}
     if seconds is not None:
         summary["seconds"] = round(float(seconds), 3)
+    if cpu is not None:
+        summary["cpu_seconds"] = round(float(cpu), 3)
     return summary
+
+
+def failure_digest(df: pd.DataFrame) -> str:
+    """``'all 40 runs failed; most often parse_error (38): <message>'`` for errors that
+    must say why a study has no usable rows."""
+    if "status" not in df or df.empty:
+        return f"{len(df)} rows, no status column" if "status" not in df else "no rows"
+    bad = df[df["status"].astype(str) != "ok"]
+    if bad.empty:
+        return f"all {len(df)} runs ok"
+    kind, n = Counter(bad["status"].astype(str)).most_common(1)[0]
+    msg = str(_text(bad.loc[bad["status"].astype(str) == kind, "message"]).iloc[0])
+    return (f"{len(bad)} of {len(df)} runs failed; most often {kind} ({n}): "
+            f"{msg or '(no message)'}")
+
+
+def _text(col: pd.Series) -> pd.Series:
+    """A message column as strings, missing -> '' (a CSV column of empty messages
+    reads back as all-NaN floats)."""
+    return col.astype(object).where(col.notna(), "").astype(str)

@@ -41,6 +41,9 @@ rule sim_design:
         "--seed {params.seed} --output {output} > {log} 2>&1"
 
 
+# A chunk journals each finished run under chunks/.journal/ (not an output, so it
+# survives Snakemake deleting an interrupted job's outputs): rerun, it redoes only the
+# runs that were in flight.  The merge checks every chunk and then removes its journal.
 rule sim_run:
     input:
         "results/{study}/design.csv",
@@ -66,11 +69,14 @@ rule sim_run:
 
 rule sim_merge:
     input:
+        design="results/{study}/design.csv",
         csv=chunk_files("csv"),
         meta=chunk_files("json"),
     output:
         dataset="results/{study}/dataset.csv",
         summary="results/{study}/simulation_summary.json",
+    params:
+        chunk_size=lambda wildcards: config["studies"][wildcards.study]["design"]["chunk_size"],
     log:
         "results/logs/{study}/sim_merge.log",
     benchmark:
@@ -79,7 +85,8 @@ rule sim_merge:
         mem_mb=2000,
         runtime=5,
     shell:
-        "simcalib sim-merge --chunks {input.csv} --metas {input.meta} --output {output.dataset} "
+        "simcalib sim-merge --design {input.design} --chunk-size {params.chunk_size} "
+        "--chunks {input.csv} --metas {input.meta} --output {output.dataset} "
         "--summary {output.summary} > {log} 2>&1"
 
 

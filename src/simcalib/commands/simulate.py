@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 
 from simcalib import io
 from simcalib.commands._common import add_study_args, seed_from_args, study_from_args
@@ -30,14 +29,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk-size", type=int, help="rows per chunk (default: design.chunk_size)")
     p.add_argument("--threads", type=int, default=1, help="parallel runs inside the chunk")
     p.add_argument("--output", required=True, help="chunk CSV to write")
-    p.add_argument("--meta", help="JSON sidecar with runs, failures and seconds")
+    p.add_argument("--meta", help="JSON summary: runs, status counts, warnings, seconds, "
+                   "CPU seconds (with child processes), sha256 of the chunk file")
+    p.add_argument("--journal", help="per-run journal to resume from (default: "
+                   "<output dir>/.journal/<output stem>.jsonl)")
+    p.add_argument("--no-journal", action="store_true",
+                   help="keep no journal: an interrupted chunk restarts from its first run")
+    p.add_argument("--progress-every", type=float, default=10.0, metavar="SECONDS",
+                   help="log 'k/N runs, ok/failed, ETA' at most this often (and at each "
+                   "tenth of the chunk)")
     p.set_defaults(func=cmd_simulate)
 
-    p = sub.add_parser("sim-merge", help="merge simulated chunks into the dataset",
-                       description="Concatenate chunk CSVs (sorted by run_id) into "
-                       "dataset.csv and write the simulation summary JSON.")
-    p.add_argument("--chunks", nargs="+", required=True, help="chunk CSVs")
-    p.add_argument("--metas", nargs="*", default=[], help="chunk JSON sidecars (for timing)")
+    p = sub.add_parser("sim-merge", help="check and merge simulated chunks into the dataset",
+                       description="Check every chunk against the design (run ids, rows, "
+                       "inputs, columns, statuses) and its own summary (rows, status counts, "
+                       "sha256), then concatenate them into dataset.csv and write the "
+                       "simulation summary JSON.  A bad chunk is an error naming the file.")
+    p.add_argument("--design", required=True, help="design CSV the chunks were run from")
+    p.add_argument("--chunk-size", type=int, required=True, help="rows per chunk")
+    p.add_argument("--chunks", nargs="+", required=True, help="chunk CSVs, chunk 0 first")
+    p.add_argument("--metas", nargs="*", default=[], help="the chunks' JSON summaries, "
+                   "same order")
     p.add_argument("--output", required=True, help="dataset CSV to write")
     p.add_argument("--summary", required=True, help="simulation_summary.json to write")
     p.set_defaults(func=cmd_merge)
@@ -64,33 +76,56 @@ def cmd_design(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from simcalib.simulation import chunk_rows, simulate_rows, summarize
+    from simcalib.journal import journal_path
+    from simcalib.merge import file_sha256
+    from simcalib.simulation import chunk_rows, run_chunk
 
     study = study_from_args(args)
     design = io.read_csv(args.design, required=["run_id", *study.input_names])
     size = args.chunk_size or int(study.cfg["design"]["chunk_size"])
     rows = chunk_rows(design, args.chunk, size)
-    t0 = time.perf_counter()
-    out = simulate_rows(study, rows, seed_from_args(args), threads=args.threads)
-    seconds = time.perf_counter() - t0
+    journal = None if args.no_journal else (args.journal or journal_path(args.output))
+    out, summary = run_chunk(study, rows, seed_from_args(args), threads=args.threads,
+                             journal=journal, label=f"{study.name} chunk {args.chunk}",
+                             progress_s=args.progress_every)
     io.write_csv(out, args.output)
     if args.meta:
-        io.write_json({"chunk": args.chunk, **summarize(out, seconds)}, args.meta)
+        io.write_json({"chunk": args.chunk, "chunk_size": size,
+                       "columns": list(out.columns), "sha256": file_sha256(args.output),
+                       **summary}, args.meta)
     return 0
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from simcalib.simulation import merge_chunks, summarize
+    from simcalib import journal
+    from simcalib.errors import DataError
+    from simcalib.merge import merge_chunks
+    from simcalib.simulation import failure_digest, summarize
 
-    df = merge_chunks(args.chunks)
-    seconds = sum(float(io.read_json(m).get("seconds", 0.0)) for m in args.metas) \
-        if args.metas else None
-    summary = summarize(df, seconds)
+    design = io.read_csv(args.design, required=["run_id"])
+    metas = [io.read_json(m) for m in args.metas] if args.metas else None
+    if metas is not None and len(metas) != len(args.chunks):
+        raise DataError("--metas", f"{len(metas)} summaries for {len(args.chunks)} chunks")
+    df = merge_chunks(args.chunks, design, args.chunk_size, metas)
+    timing = {k: (sum(float(m.get(k, 0.0)) for m in metas) if metas else None)
+              for k in ("seconds", "cpu_seconds")}
+    summary = summarize(df, timing["seconds"], timing["cpu_seconds"])
     summary["chunks"] = len(args.chunks)
+    if summary["ok"] == 0:
+        raise DataError(args.chunks[0] if len(args.chunks) == 1 else "chunks",
+                        f"no usable rows: {failure_digest(df)}")
     io.write_csv(df, args.output)
     io.write_json(summary, args.summary)
-    line = (f"simulation: {summary['runs']} runs, {summary['failures']} failed"
-            + (f", {seconds:.1f} s simulator time" if seconds is not None else ""))
+    for path in args.chunks:  # merged: a later forced rerun of a chunk starts afresh
+        journal.remove(path)
+    line = f"simulation: {summary['runs']} runs, {summary['failures']} failed"
+    if summary["warnings"]:
+        line += f", {summary['warnings']} ok runs with warnings"
+    if timing["seconds"] is not None:
+        line += (f", {timing['seconds']:.1f} s simulator time, "
+                 f"{timing['cpu_seconds']:.1f} CPU-s (with child processes)")
+    if summary["failures"]:
+        line += f"; {failure_digest(df)}"
     log.info(line)
     print(line)
     return 0

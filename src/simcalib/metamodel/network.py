@@ -334,7 +334,10 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     X, Y = _clean(df, input_names, output_names, "dataset")
     n = len(X)
     if n < 10:
-        raise DataError("dataset", f"only {n} usable rows (status ok, finite); need >= 10")
+        from simcalib.simulation import failure_digest
+
+        raise DataError("dataset", f"only {n} usable rows (status ok, finite); need >= 10 "
+                        f"({failure_digest(df)})")
     r = rng(seed, "metamodel", study, "split")
     perm = r.permutation(n)
     n_te = max(1, int(round(float(c["split"]["test"]) * n)))

@@ -404,6 +404,10 @@ class CommandSimulator:
     def _trap_sigterm(self) -> Any:
         return trap_sigterm()
 
+    def cancel(self) -> None:
+        """Kill every run in flight and start no new one (a chunk being interrupted)."""
+        self._kill_all()
+
     def _kill_all(self) -> None:
         with self._lock:
             self._stopping = True

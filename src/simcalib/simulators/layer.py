@@ -74,6 +74,12 @@ class SharedLayer:
         raw = self.derive(self.inner.run(big, replicate_seeds(seeds, k).ravel(), threads))
         return self.aggregate(raw, inputs.index)
 
+    def cancel(self) -> None:
+        """Kill the inner simulator's runs in flight (a chunk being interrupted)."""
+        fn = getattr(self.inner, "cancel", None)
+        if callable(fn):
+            fn()
+
     def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
         """One run of the first row (replicate 1's seed), derived outputs included;
         see :func:`simcalib.simulators.probe`."""
