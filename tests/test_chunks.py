@@ -150,7 +150,7 @@ def test_summary_counts_warnings_and_names_failures() -> None:
 
 
 def test_training_on_too_few_rows_names_the_failure() -> None:
-    from simcalib.metamodel import train_metamodel
+    from simcalib.metamodel.network import train_metamodel
 
     df = pd.DataFrame({"x": np.linspace(0, 1, 12), "q": np.nan,
                        "status": ["missing_output"] * 9 + ["ok"] * 3,

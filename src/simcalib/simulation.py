@@ -32,6 +32,7 @@ import pandas as pd
 
 from simcalib.errors import DataError
 from simcalib.seeds import rng, row_seeds
+from simcalib.simulators.base import result_columns
 from simcalib.study import Study
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,8 @@ def simulate_rows(study: Study, rows: pd.DataFrame, seed: int, stream: str = "si
     batch = rows[study.input_names].set_axis(pd.Index(rows[id_column].to_numpy(), name=id_column))
     res = study.simulator.run(batch, seeds, threads).reset_index(drop=True)
     dt = time.perf_counter() - t0
-    out = pd.concat([rows.reset_index(drop=True), res[study.outputs + ["status", "message"]]],
+    out = pd.concat([rows.reset_index(drop=True),
+                     res[result_columns(study.simulator, study.outputs)]],
                     axis=1)
     n_bad = int((out["status"] != "ok").sum())
     log.info("%s: simulated %d rows in %.2f s (%d failed)", study.name, len(out), dt, n_bad)
@@ -230,7 +232,8 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
     ids = rows[id_column].to_numpy(dtype=np.int64)
     seeds = row_seeds(seed, f"{stream}:{study.name}", ids)
     inputs = rows[study.input_names].set_axis(pd.Index(ids, name=id_column))
-    cols = [*study.outputs, "status", "message"]
+    # outputs, their <output>_sd spread under replicates, status, message
+    cols = result_columns(study.simulator, study.outputs)
     done: dict[int, dict[str, Any]] = {}
     jr = None
     if journal is not None:
