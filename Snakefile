@@ -4,12 +4,19 @@
 #   snakemake --cores 8 --configfile config/paper.yaml   # the papers' scale
 #   snakemake --profile workflow/profiles/slurm  # on a SLURM cluster
 #
-# The config is validated (schema, defaults, semantic checks) before any job runs.
+# A config stands alone: `--configfile my.yaml` runs exactly what my.yaml defines;
+# config/config.yaml is read only when no --configfile is given (Snakemake would
+# otherwise merge the two and run every default study as well).  `--config key=value`
+# overrides apply either way.  The config is validated (schema, defaults, semantic
+# checks) before any job runs.
 
 from simcalib.config import validate_config
 
 
-configfile: "config/config.yaml"
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
 
 
 # One environment for every rule when run with --software-deployment-method conda.
@@ -36,3 +43,23 @@ rule all:
     input:
         ALL_TARGETS,
     default_target: True
+
+
+# One target per study: `snakemake --cores 2 results/<study>/all.done` builds that
+# study's whole chain (design, simulation, targets, metamodel, OP, calibration and its
+# figures) and nothing else; the flag file lists what it built.
+localrules:
+    study_all,
+
+
+rule study_all:
+    input:
+        lambda w: [t for t in ALL_TARGETS if t.startswith(f"results/{w.study}/")],
+    output:
+        "results/{study}/all.done",
+    wildcard_constraints:
+        study="|".join(STUDIES) or "(?!)",
+    run:
+        from simcalib import io
+
+        io.write_text("\n".join(sorted(input)) + "\n", output[0])

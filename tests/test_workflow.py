@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import TINY, run_snakemake
+from tests.conftest import REPO, TINY, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +26,16 @@ def workflow_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wd
 
 
-def _jobs_planned(workdir: Path, cfg: Path, *extra: str) -> dict[str, int]:
-    """Rule name -> job count that a dry run would execute."""
-    proc = run_snakemake(workdir, "-n", "--quiet", "rules", *extra, configfile=cfg)
+def _jobs_planned(workdir: Path, cfg: Path | None, *extra: str) -> dict[str, int]:
+    """Rule name -> job count that a dry run would execute (``cfg`` None: no
+    --configfile, i.e. the Snakefile's default config/config.yaml)."""
+    if cfg is None:
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+                               "-d", str(workdir), "--cores", "2", *extra, "-n", "--quiet",
+                               "rules"], capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    else:
+        proc = run_snakemake(workdir, *extra, "-n", "--quiet", "rules", configfile=cfg)
     counts: dict[str, int] = {}
     in_table = False
     for line in proc.stdout.splitlines():
@@ -46,6 +56,12 @@ def test_every_study_has_dataset_and_targets(workflow_dir: Path) -> None:
         assert {"run_id", *names, "status", "message"} <= set(data.columns)
         assert (data["status"] == "ok").mean() > 0.9
         targets = pd.read_csv(workflow_dir / "results" / study / "targets.csv")
+        if "file" in scfg["targets"]:      # observed: the file's rows, no true inputs
+            obs = pd.read_csv(REPO / scfg["targets"]["file"])
+            assert len(targets) == len(obs)
+            assert not set(scfg["parameters"]) & set(targets.columns)
+            assert {"target_id", *scfg.get("contexts", {}), "status"} <= set(targets.columns)
+            continue
         assert len(targets) == scfg["targets"]["n"]
         assert {"target_id", *names, "status"} <= set(targets.columns)
 
@@ -96,3 +112,52 @@ def test_summary_and_html_report(workflow_dir: Path) -> None:
     html = out.read_text(errors="replace")
     for category in ("Paper 1", "Paper 2", "Paper 3"):
         assert category in html, category
+
+
+def test_observed_study_calibrates_without_truth(workflow_dir: Path) -> None:
+    cal = workflow_dir / "results" / "rosenbrock_obs" / "calibration"
+    summ = pd.read_csv(cal / "summary.csv")
+    assert list(summ["strategy"]) == ["rs", "op", "pts"]
+    assert "median_distance" not in summ
+    assert {"metamodel_min_test_r2", "metamodel_ok", "op_unproven"} <= set(summ.columns)
+    rec = pd.read_csv(cal / "pts.csv")
+    assert "distance" not in rec and "true_x" not in rec
+    assert (rec["runs"] == 4).all() and rec["error"].notna().all()
+    # Delta in measurement sds (sd_f = 1 in the file): |S(x) - z|
+    assert ((rec["sim_f"] - rec["target_f"]).abs() - rec["error"]).abs().max() < 1e-9
+    summary = (workflow_dir / "results" / "report" / "summary.md").read_text()
+    assert "rosenbrock_obs" in summary and "observed" in summary
+
+
+def test_seed_change_reruns_every_seeded_job(workflow_dir: Path) -> None:
+    """The seed reaches jobs only through params, so --config seed=... reruns them."""
+    jobs = _jobs_planned(workflow_dir, TINY, "--config", "seed=123")
+    n_studies = len(yaml.safe_load(TINY.read_text())["studies"])
+    assert jobs.get("sim_design", 0) == n_studies, jobs
+    for rule in ("sim_run", "sim_targets", "mm_train", "cal_anchors", "cal_run", "bayes_run"):
+        assert jobs.get(rule, 0) >= 1, f"{rule} would not rerun: {jobs}"
+    for path in [REPO / "Snakefile", *(REPO / "workflow" / "rules").glob("*.smk")]:
+        assert "{config" not in path.read_text(), f"{path}: a config value in a shell command"
+
+
+def test_configfile_stands_alone(tmp_path: Path) -> None:
+    """--configfile runs exactly that config, even where config/config.yaml exists;
+    without --configfile the default config is used."""
+    (tmp_path / "config").mkdir()
+    shutil.copy(REPO / "config" / "config.yaml", tmp_path / "config" / "config.yaml")
+    tiny = yaml.safe_load(TINY.read_text())["studies"]
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["studies"]
+    assert len(default) > len(tiny)
+    jobs = _jobs_planned(tmp_path, TINY)
+    assert jobs["sim_design"] == len(tiny), jobs
+    jobs = _jobs_planned(tmp_path, None)
+    assert jobs["sim_design"] == len(default), jobs
+    # --config overrides still apply on top of --configfile
+    jobs = _jobs_planned(tmp_path, TINY, "--config", "bayes={settings: []}")
+    assert "bayes_run" not in jobs and jobs["sim_design"] == len(tiny), jobs
+
+
+def test_study_target_builds_one_study(tmp_path: Path) -> None:
+    jobs = _jobs_planned(tmp_path, TINY, "results/rosenbrock_obs/all.done")
+    assert jobs["sim_design"] == 1 and jobs["cal_summary"] == 1 and jobs["study_all"] == 1
+    assert not any(r.startswith(("bayes", "ms_", "report")) for r in jobs), jobs

@@ -206,8 +206,9 @@ def _import_checks() -> None:
 
 
 # Modules that register @semantic_check functions.
-CHECK_MODULES: list[str] = ["simcalib.study", "simcalib.metamodel.checks",
-                             "simcalib.multisource.checks", "simcalib.bayes.checks"]
+CHECK_MODULES: list[str] = ["simcalib.study", "simcalib.observations",
+                             "simcalib.metamodel.checks", "simcalib.multisource.checks",
+                             "simcalib.bayes.checks"]
 
 
 def load_config(path: str | Path, schema_dir: str | Path | None = None) -> dict[str, Any]:

@@ -161,6 +161,27 @@ PAPER1_SWEEP_MEDIANS = {0.001: 0.2059, 0.02: 0.0852, 0.05: 0.0773, 0.1: 0.0869, 
                         1.0: 0.1408}
 
 
+def paper1_trust_lines(summ: pd.DataFrame) -> list[str]:
+    """Warnings for numbers that may be wrong (metamodel below metamodel.min_r2, OP
+    solves without proof of optimality) and the note that observed targets have no
+    truth; empty when there is nothing to say."""
+    out = []
+    if "metamodel_ok" in summ and len(summ) and not bool(summ["metamodel_ok"].iloc[0]):
+        out.append(f"**WARNING:** metamodel test R² {summ['metamodel_min_test_r2'].iloc[0]:.3f} "
+                   f"is below metamodel.min_r2 = {summ['metamodel_min_r2'].iloc[0]:g}: the "
+                   "metamodel-based strategies (OP, StP, PtS, adaptive) rest on a poor "
+                   "metamodel.")
+    if "op_unproven" in summ and (summ["op_unproven"] > 0).any():
+        bad = ", ".join(f"{r.strategy} {int(r.op_unproven)}" for r in summ.itertuples()
+                        if r.op_unproven > 0)
+        out.append(f"**WARNING:** OP solves not proven optimal (time limit, solver error or "
+                   f"fallback): {bad}.")
+    if "median_distance" not in summ:
+        out.append("Targets are observed data: the true inputs are unknown, so only the "
+                   "re-simulated misfit Δ is reported (no distance to the truth).")
+    return out
+
+
 def paper1_section(results: Path, study: str) -> str | None:
     parts = []
     meta = results / study / "metamodel" / "metamodel.json"
@@ -180,7 +201,10 @@ def paper1_section(results: Path, study: str) -> str | None:
                      f"max {op['seconds'].max():.2f} s, status {status}.")
     summ = read_if_exists(results / study / "calibration" / "summary.csv")
     if summ is not None:
-        table = summ.copy()
+        parts += paper1_trust_lines(summ)
+        # the metamodel's columns repeat on every row; the line above says it once
+        table = summ.drop(columns=["metamodel_min_test_r2", "metamodel_min_r2",
+                                   "metamodel_ok"], errors="ignore")
         if study.startswith("epidemic"):
             table["paper_median_error"] = table["strategy"].map(PAPER1_MEDIANS)
         parts.append(markdown_table(table))

@@ -68,6 +68,11 @@ def cal_params(wildcards):
     return as_json(out)
 
 
+def cal_min_r2(wildcards):
+    """metamodel.min_r2 (the schema's default once that key exists; 0.9 until then)."""
+    return config["studies"][wildcards.study].get("metamodel", {}).get("min_r2", 0.9)
+
+
 def cal_study_only(wildcards):
     cfg = config["studies"][wildcards.study]
     return as_json({k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg})
@@ -134,6 +139,7 @@ rule cal_run:
         solver=cal_solver,
         extra=cal_extra_args,
         seed=config["seed"],
+        min_r2=cal_min_r2,
     log:
         "results/logs/{study}/{caldir}/cal_run_{strategy}.log",
     benchmark:
@@ -146,7 +152,8 @@ rule cal_run:
         "simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
-        "{params.extra} --output {output.records} --runs {output.runs} > {log} 2>&1"
+        "{params.extra} --min-r2 {params.min_r2} --output {output.records} "
+        "--runs {output.runs} > {log} 2>&1"
 
 
 def cal_strategies(wildcards):
@@ -164,7 +171,8 @@ def cal_summary_figs(study):
 
 rule cal_summary:
     input:
-        lambda w: [f"results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)],
+        records=lambda w: [f"results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)],
+        meta=MM_FILES["meta"],
     output:
         summary=figure("results/{study}/calibration/summary.csv", "cal_summary", "Paper 1",
                        "{study}"),
@@ -174,6 +182,7 @@ rule cal_summary:
         pairs=lambda w: " ".join(
             f"{s}=results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)
         ),
+        min_r2=cal_min_r2,
     log:
         "results/logs/{study}/cal_summary.log",
     benchmark:
@@ -183,7 +192,8 @@ rule cal_summary:
         runtime=5,
     shell:
         "simcalib cal-summary --records {params.pairs} --output {output.summary} "
-        "--figure {output.figure} --title '{wildcards.study}' > {log} 2>&1"
+        "--figure {output.figure} --title '{wildcards.study}' --metamodel-info {input.meta} "
+        "--min-r2 {params.min_r2} > {log} 2>&1"
 
 
 rule cal_rs_vs_op:

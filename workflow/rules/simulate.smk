@@ -1,6 +1,7 @@
 # Simulation stage: design -> chunk jobs -> merged dataset, and held-out target sets
 # (the study's targets.csv and one targets_<name>.csv per extra_targets entry).
 
+from simcalib.observations import observed_file, resolve
 from simcalib.simulation import n_chunks
 
 # Keys each step reads, so a change elsewhere (metamodel, strategies) never re-simulates.
@@ -101,7 +102,16 @@ def tset_name(wildcards):
     return "targets" if t == "targets" else t[len("targets_"):]
 
 
+def observations_input(wildcards):
+    """An observed target set's file (so editing it reruns sim_targets and what follows);
+    nothing for a simulated set."""
+    path = observed_file(config["studies"][wildcards.study], tset_name(wildcards))
+    return [str(resolve(path))] if path else []
+
+
 rule sim_targets:
+    input:
+        observations_input,
     output:
         "results/{study}/{tset}.csv",
     params:

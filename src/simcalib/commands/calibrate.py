@@ -62,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--anchors", help="anchors CSV from calibrate-anchors (else OP is solved)")
     p.add_argument("--output", required=True, help="per-target records CSV to write")
     p.add_argument("--runs", help="run log CSV to write (every simulator run, failed or not)")
+    p.add_argument("--min-r2", type=float, default=None,
+                   help="warn when the metamodel's test R2 on any output is below this "
+                   "(metamodel.min_r2; default 0.9)")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("cal-summary",
@@ -71,6 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--figure", help="box plot of actual error per strategy (PNG)")
     p.add_argument("--figure-rs-op", help="RS vs OP predicted/actual error (PNG)")
     p.add_argument("--title", default="")
+    p.add_argument("--metamodel-info",
+                   help="the study's metamodel.json: adds the trust columns "
+                   "(metamodel_min_test_r2, metamodel_ok, op_unproven) and warnings")
+    p.add_argument("--min-r2", type=float, default=None,
+                   help="test R2 threshold for metamodel_ok (metamodel.min_r2; default 0.9)")
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("cal-sweep", help="PtS proximity sweep table and Fig. 5")
@@ -132,8 +140,20 @@ def _load(args: argparse.Namespace):
 
 
 def _records(path: str) -> pd.DataFrame:
-    return io.read_csv(path, ["target_id", "strategy", "error", "predicted_error", "distance",
+    # no "distance": observed targets have no true inputs to measure it against
+    return io.read_csv(path, ["target_id", "strategy", "error", "predicted_error",
                               "runs", "failed_runs", "seconds"])
+
+
+def _warn_metamodel(mm, min_r2: float) -> None:
+    """A WARNING in the job's log when the metamodel's test R2 is below the threshold."""
+    from simcalib.metamodel.strategies.summary import metamodel_trust, trust_warnings
+
+    trust = metamodel_trust({"test_r2": mm.test_r2}, min_r2)
+    row = pd.DataFrame([{k: trust[k] for k in ("metamodel_min_test_r2", "metamodel_min_r2",
+                                               "metamodel_ok")}])
+    for line in trust_warnings(row, trust["metamodel_weak_outputs"]):
+        log.warning(line)
 
 
 # ---- verbs ---------------------------------------------------------------------------
@@ -159,6 +179,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if "metamodel" in study.cfg:
         settings["metamodel"] = study.cfg["metamodel"]
     anchors = io.read_csv(args.anchors, ["target_id"]) if args.anchors else None
+    _warn_metamodel(mm, _min_r2(args, study.cfg))
     t0 = time.perf_counter()
     rec, runs = calibrate(study, mm, targets, args.strategy, settings, _solver(args),
                           seed_from_args(args), proximity=args.proximity, anchors=anchors,
@@ -170,16 +191,42 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"{rec['error'].median():.4g}, mean {rec['error'].mean():.4g}, "
           f"{int(rec['runs'].sum())} runs ({int(rec['failed_runs'].sum())} failed), "
           f"{time.perf_counter() - t0:.1f} s -> {args.output}")
+    if "distance" not in rec:
+        print(f"{study.name}: observed targets (no true inputs): distance to the truth is "
+              "unknown; the error is the re-simulated misfit to the observations")
+    unproven = int(rec["op_unproven"].sum()) if "op_unproven" in rec else 0
+    if unproven:
+        log.warning("%s %s: %d OP solve(s) not proven optimal (time limit, solver error or "
+                    "fallback)", study.name, args.strategy, unproven)
     return 0
+
+
+def _min_r2(args: argparse.Namespace, cfg) -> float:
+    from simcalib.metamodel.strategies.summary import DEFAULT_MIN_R2
+
+    if args.min_r2 is not None:
+        return float(args.min_r2)
+    return float((cfg.get("metamodel") or {}).get("min_r2", DEFAULT_MIN_R2))
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from simcalib.metamodel.plots import fig_rs_vs_op, fig_strategies
-    from simcalib.metamodel.strategies.summary import summarize
+    from simcalib.metamodel.strategies.summary import (
+        DEFAULT_MIN_R2,
+        metamodel_trust,
+        summarize,
+        trust_warnings,
+    )
 
     recs = {k: _records(v) for k, v in _pairs(args.records, "--records")}
-    summ = summarize(recs)
+    trust = None
+    if args.metamodel_info:
+        trust = metamodel_trust(io.read_json(args.metamodel_info),
+                                DEFAULT_MIN_R2 if args.min_r2 is None else args.min_r2)
+    summ = summarize(recs, trust=trust)
     io.write_csv(summ, args.output)
+    for line in trust_warnings(summ, trust["metamodel_weak_outputs"] if trust else None):
+        log.warning(line)
     if args.figure:
         fig_strategies(recs, args.figure, args.title)
     if args.figure_rs_op:

@@ -54,9 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", required=True, help="simulation_summary.json to write")
     p.set_defaults(func=cmd_merge)
 
-    p = sub.add_parser("sim-targets", help="draw and simulate held-out calibration targets",
+    p = sub.add_parser("sim-targets", help="draw and simulate held-out calibration targets, "
+                       "or read observed ones",
                        description="Draw target inputs (a stream independent of the design), "
-                       "simulate them, and write target_id + inputs + outputs + status.")
+                       "simulate them, and write target_id + inputs + outputs + status; or, "
+                       "for a target set with 'file', read and check the observations file "
+                       "and write it in the same layout (no true inputs).")
     add_study_args(p)
     p.add_argument("--which", default="targets",
                    help="'targets' or the name of an entry of extra_targets")
@@ -132,10 +135,22 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
+    from simcalib.observations import observed_file, read_observations, set_key
     from simcalib.simulation import make_targets, simulate_rows
 
     study = study_from_args(args)
     seed = seed_from_args(args)
+    path = observed_file(study.cfg, args.which)
+    if path is not None:
+        out = read_observations(path, list(study.outputs), study.space.context_names,
+                                study.space.tunable_names,
+                                f"{set_key(study.key, args.which)}.file")
+        io.write_csv(out, args.output)
+        line = (f"{study.name}: {len(out)} observed targets from {path} (no true inputs: "
+                f"distance to the truth is not measured) -> {args.output}")
+        log.info(line)
+        print(line)
+        return 0
     targets = make_targets(study, seed, args.which)
     out = simulate_rows(study, targets, seed, stream=f"targets:{args.which}",
                         id_column="target_id", threads=args.threads)

@@ -75,6 +75,11 @@ def check_calibration(config: Mapping[str, Any]) -> None:
                 raise ConfigError(f"{key}.extra_targets", f"{which!r} is not one of the "
                                   f"study's extra_targets "
                                   f"{sorted(cfg.get('extra_targets') or {})}")
+            if "file" in cfg["extra_targets"][which] or "file" in (cfg.get("targets") or {}):
+                raise ConfigError(f"{key}.extra_targets", f"the in- vs out-of-sample "
+                                  f"comparison of {which!r} plots calibrated against true "
+                                  "inputs, which observed targets (targets 'file') do not have; "
+                                  "calibrate an observed set by making it the study's targets")
         for other in settings.get("noise_studies") or []:
             if other not in studies or other == name:
                 raise ConfigError(f"{key}.noise_studies", f"{other!r} is not another "

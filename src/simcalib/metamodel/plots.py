@@ -137,13 +137,17 @@ def fig_noise(table: pd.DataFrame, records: Mapping[str, pd.DataFrame],
     """Appendix F: PtS distance to the true inputs and actual error by noise level."""
     order = list(table["study"])
     labels = [f"{r:g}" for r in table["noise_level"]]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    _boxes(axes[0], [_finite(records[s]["distance"]) for s in order], labels)
-    axes[0].set_xlabel("relative noise sd")
-    axes[0].set_ylabel("distance to true inputs (unit-scaled)")
-    _boxes(axes[1], [_finite(records[s]["error"]) for s in order], labels)
-    axes[1].set_xlabel("relative noise sd")
-    axes[1].set_ylabel("actual error Δ")
+    truth = all("distance" in records[s] for s in order)   # observed targets have none
+    fig, axes = plt.subplots(1, 2 if truth else 1, figsize=(10 if truth else 5, 4),
+                             squeeze=False)
+    axes = axes[0]
+    if truth:
+        _boxes(axes[0], [_finite(records[s]["distance"]) for s in order], labels)
+        axes[0].set_xlabel("relative noise sd")
+        axes[0].set_ylabel("distance to true inputs (unit-scaled)")
+    _boxes(axes[-1], [_finite(records[s]["error"]) for s in order], labels)
+    axes[-1].set_xlabel("relative noise sd")
+    axes[-1].set_ylabel("actual error Δ")
     fig.suptitle(title or "PtS under stochastic outputs")
     fig.tight_layout()
     _save(fig, path)

@@ -5,7 +5,10 @@ Errors are on normalised outputs: each output divided by the metamodel's trainin
 standard deviation (``Metamodel.y_std``), so ``error`` (actual, Delta) is
 sum_j |S_j(x) - z_j| / s_j and ``predicted_error`` (delta) is sum_j |M_j(x) - z_j| / s_j.
 ``distance`` is the Euclidean distance between x and x* after
-:meth:`Space.to_unit` (each input scaled to [0, 1] over its global bounds).
+:meth:`Space.to_unit` (each input scaled to [0, 1] over its global bounds); it exists
+only for simulated targets (observed targets have no true inputs x*).  An observed
+target may carry per-output standard deviations and weights
+(:mod:`simcalib.observations`): output j's term is then w_j |.| / d_j, d_j = sd_j.
 
 Simulation runs are real simulator calls (:func:`simcalib.simulation.simulate_rows`),
 seeded from (seed, study, strategy, target, run index).  A failed run counts against
@@ -35,10 +38,12 @@ OptimizeFn = Callable[..., Any]
 @dataclass
 class Target:
     target_id: int
-    x_true: np.ndarray          # tunables, raw
+    x_true: np.ndarray | None   # tunables, raw; None for an observed target (no truth)
     context: dict[str, float]
     z: np.ndarray               # outputs in the metamodel's output order
     ok: bool = True
+    # multiplier of output j's term |.| / s_j (weight_j * s_j / sd_j; 1 by default)
+    weight: np.ndarray | None = None
 
 
 def check_compatible(study: Study, mm: Any, source: str = "metamodel") -> None:
@@ -52,21 +57,33 @@ def check_compatible(study: Study, mm: Any, source: str = "metamodel") -> None:
 
 
 def read_targets(df: pd.DataFrame, study: Study, mm: Any, source: str = "targets") -> list[Target]:
-    """Targets from a ``targets.csv`` table, outputs in the metamodel's order."""
-    need = ["target_id", *study.input_names, *mm.output_names]
+    """Targets from a ``targets.csv`` table, outputs in the metamodel's order.  The true
+    inputs are read when every tunable column is there (simulated targets), else the
+    targets are observed ones (``x_true`` None); ``sd_<output>``/``weight_<output>``
+    columns set per-target output weights."""
+    from simcalib.observations import has_truth, output_weights
+
+    need = ["target_id", *study.space.context_names, *mm.output_names]
     missing = [c for c in need if c not in df.columns]
+    partial = [c for c in study.space.tunable_names if c not in df.columns]
+    if partial and len(partial) < len(study.space.tunable_names):
+        missing += partial   # some true inputs but not all: a broken file, not observed data
     if missing:
         raise DataError(source, f"the target file does not match the metamodel: missing "
                         f"column(s) {missing} (metamodel outputs {list(mm.output_names)}, "
                         f"inputs {list(study.input_names)})")
+    truth = has_truth(df, study.space.tunable_names)
+    weights = output_weights(df, list(mm.output_names), output_scale(mm))
+    plain = bool(np.all(weights == 1.0))
     out = []
     status = df["status"].astype(str) if "status" in df else pd.Series("ok", index=df.index)
-    for i, row in df.iterrows():
+    for k, (i, row) in enumerate(df.iterrows()):
         z = row[list(mm.output_names)].to_numpy(dtype=float)
         ok = status.loc[i] == "ok" and bool(np.isfinite(z).all())
-        out.append(Target(int(row["target_id"]),
-                          row[study.space.tunable_names].to_numpy(dtype=float),
-                          {c: float(row[c]) for c in study.space.context_names}, z, ok))
+        x_true = row[study.space.tunable_names].to_numpy(dtype=float) if truth else None
+        out.append(Target(int(row["target_id"]), x_true,
+                          {c: float(row[c]) for c in study.space.context_names}, z, ok,
+                          None if plain else weights[k].copy()))
     if not out:
         raise DataError(source, "no targets")
     return out
@@ -107,6 +124,7 @@ class TargetRun:
     stream: str = ""
     anchor: np.ndarray | None = None   # precomputed full-space OP point (tunables)
     anchor_seconds: float = 0.0        # what solving it took (charged to this strategy)
+    anchor_status: str = "precomputed"  # its solver status (anchors.csv), for trust flags
     runs: list[dict[str, Any]] = field(default_factory=list)
     op_calls: list[dict[str, Any]] = field(default_factory=list)
     sim_seconds: float = 0.0
@@ -115,7 +133,14 @@ class TargetRun:
     def __post_init__(self) -> None:
         self.stream = self.stream or self.strategy
         self.space = self.study.space
-        self.scale = output_scale(self.mm)
+        base = output_scale(self.mm)
+        w = self.target.weight
+        # effective divisor d_j / w_j; a zero weight drops the output (inf divisor)
+        self.scale = base if w is None else np.divide(
+            base, w, out=np.full_like(base, np.inf), where=w > 0)
+        self.op_weights = (None if w is None else
+                           dict(zip(self.mm.output_names, np.asarray(w, float).tolist(),
+                                    strict=True)))
         self.out_names = list(self.mm.output_names)
         self.rng = rng(self.seed, "calibrate", self.study.name, self.stream,
                        self.target.target_id)
@@ -214,10 +239,11 @@ class TargetRun:
         t0 = time.perf_counter()
         x, status = None, "error"
         try:
+            kw = {"weights": self.op_weights} if self.op_weights is not None else {}
             res = self.optimize_fn(mm, self.space, target, self.target.context, self.solver,
                                    box=box, seed=int_seed(self.seed, "calibrate-op",
                                                           self.study.name,
-                                                          self.target.target_id, label))
+                                                          self.target.target_id, label), **kw)
             status = str(getattr(res, "status", "ok"))
             x = _as_tunables(getattr(res, "x", None), self.space.tunable_names)
         except Exception as exc:  # noqa: BLE001 - a failed solve is data, recorded below
@@ -251,11 +277,21 @@ class TargetRun:
     def full_op(self) -> np.ndarray:
         """The full-space OP point: precomputed (``anchor``) or solved now."""
         if self.anchor is not None:
-            self.op_calls.append({"label": "anchor", "status": "precomputed",
+            self.op_calls.append({"label": "anchor", "status": self.anchor_status,
                                   "fallback": False, "seconds": self.anchor_seconds})
             self.op_seconds += self.anchor_seconds
             return np.asarray(self.anchor, dtype=float)
         return self.op(None, "full")
+
+
+# OP statuses that prove the point optimal for the metamodel (anything else, e.g. a
+# time limit or a fallback, is "unproven" and flagged in the records and summary)
+PROVEN_STATUSES = ("optimal", "precomputed")
+
+
+def op_unproven(calls: Sequence[Mapping[str, Any]]) -> int:
+    """How many OP solves of a target ended without a proof of optimality."""
+    return sum(bool(c["fallback"]) or str(c["status"]) not in PROVEN_STATUSES for c in calls)
 
 
 def _as_tunables(x: Any, names: Sequence[str]) -> np.ndarray | None:

@@ -20,6 +20,7 @@ from simcalib.metamodel.strategies.ledger import (
     Target,
     TargetRun,
     check_compatible,
+    op_unproven,
     read_targets,
 )
 from simcalib.metamodel.strategies.registry import get
@@ -41,9 +42,11 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                      proximity: float, settings: Mapping[str, Any], solver: Mapping[str, Any],
                      seed: int, optimize_fn: OptimizeFn | None = None,
                      anchor: np.ndarray | None = None, stream: str | None = None,
-                     anchor_seconds: float = 0.0
+                     anchor_seconds: float = 0.0, anchor_status: str = "precomputed"
                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Run one strategy on one target.  Returns (record, run log rows)."""
+    """Run one strategy on one target.  Returns (record, run log rows).  Columns that
+    compare with the true inputs (``distance``, ``anchor_distance``, ``true_*``) are
+    there only when the target has them (simulated, not observed, targets)."""
     settings = merged_settings(settings)
     check_settings(strategy, int(budget), float(proximity), settings)
     spec = get(strategy)
@@ -51,7 +54,8 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     eff_budget = spec.fixed_budget if spec.fixed_budget is not None else int(budget)
     p = TargetRun(study, mm, target, eff_budget, float(proximity), settings, solver, seed,
                 strategy, optimize_fn or default_optimize(), stream=stream or strategy,
-                anchor=anchor, anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0)
+                anchor=anchor, anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
+                anchor_status=anchor_status)
     names = study.space.tunable_names
     rec: dict[str, Any] = {"target_id": target.target_id, "strategy": strategy,
                            "budget": int(budget), "proximity": float(proximity)}
@@ -73,27 +77,32 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     pred = p.predict(x[None, :])[0] if np.isfinite(x).all() else np.full(len(p.out_names),
                                                                          np.nan)
     anc = np.asarray(out["anchor"], dtype=float)
+    truth = target.x_true is not None
     rec.update({
         "status": out["status"],
         "error": float(out["error"]),
         "predicted_error": float(p.err(pred)[0]) if np.isfinite(pred).all() else float("nan"),
-        "distance": float(np.linalg.norm(study.space.to_unit(x)
-                                         - study.space.to_unit(target.x_true))),
+        "distance": (float(np.linalg.norm(study.space.to_unit(x)
+                                          - study.space.to_unit(target.x_true)))
+                     if truth else None),
         "runs": p.used,
         "failed_runs": sum(r["status"] != "ok" for r in p.runs),
         "op_solves": sum(c["label"] != "anchor" for c in p.op_calls),
         "op_fallbacks": sum(c["fallback"] for c in p.op_calls),
+        "op_unproven": op_unproven(p.op_calls),
         "anchor_kind": out["anchor_kind"],
         "anchor_predicted_error": (float(p.predicted_error(anc[None, :])[0])
                                    if np.isfinite(anc).all() else float("nan")),
-        "anchor_distance": (float(np.linalg.norm(study.space.to_unit(anc)
-                                                 - study.space.to_unit(target.x_true)))
-                            if np.isfinite(anc).all() else float("nan")),
+        "anchor_distance": ((float(np.linalg.norm(study.space.to_unit(anc)
+                                                  - study.space.to_unit(target.x_true)))
+                             if np.isfinite(anc).all() else float("nan")) if truth else None),
         "seconds": round(seconds, 4),
         "sim_seconds": round(p.sim_seconds, 4),
         "op_seconds": round(p.op_seconds, 4),
         "history": out.get("history", ""),
     })
+    if not truth:
+        del rec["distance"], rec["anchor_distance"]
     k = int(settings.get("rescore", 0) or 0)
     if k > 0:
         rec["rescored_error"] = rescore(study, mm, target, x, k, seed, p.scale)
@@ -107,7 +116,8 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
         rec[c] = v
     for j, n in enumerate(names):
         rec[f"x_{n}"] = float(x[j])
-        rec[f"true_{n}"] = float(target.x_true[j])
+        if truth:
+            rec[f"true_{n}"] = float(target.x_true[j])
         rec[f"anchor_{n}"] = float(anc[j])
     for j, n in enumerate(p.out_names):
         rec[f"target_{n}"] = float(target.z[j])
@@ -160,18 +170,48 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
     anchor_of = _anchor_map(anchors, study) if anchors is not None else {}
     anchor_sec = ({int(r["target_id"]): float(r["seconds"]) for _, r in anchors.iterrows()}
                   if anchors is not None and "seconds" in anchors else {})
+    anchor_st = ({int(r["target_id"]): _anchor_status(r) for _, r in anchors.iterrows()}
+                 if anchors is not None and "status" in anchors else {})
     records, runs = [], []
-    for t in tlist:
+    t_start = time.perf_counter()
+    for k, t in enumerate(tlist, 1):
         rec, rlog = calibrate_target(study, mm, t, strategy, int(settings["budget"]), prox,
                                      settings, solver, seed, optimize_fn,
                                      anchor=anchor_of.get(t.target_id), stream=stream,
-                                     anchor_seconds=anchor_sec.get(t.target_id, 0.0))
-        log.info("%s %s target %d: error %.4g (predicted %.4g), %d runs, %.2f s",
-                 study.name, strategy, t.target_id, rec["error"], rec["predicted_error"],
-                 rec["runs"], rec["seconds"])
+                                     anchor_seconds=anchor_sec.get(t.target_id, 0.0),
+                                     anchor_status=anchor_st.get(t.target_id, "precomputed"))
+        log.info("%s %s target %d/%d (id %d): error %.4g (predicted %.4g), %d runs, "
+                 "%.2f s; %s", study.name, strategy, k, len(tlist), t.target_id, rec["error"],
+                 rec["predicted_error"], rec["runs"], rec["seconds"],
+                 eta(time.perf_counter() - t_start, k, len(tlist)))
+        if rec["op_unproven"]:
+            log.warning("%s %s target %d: %d OP solve(s) not proven optimal (time limit or "
+                        "fallback); the OP point may not be the metamodel's optimum",
+                        study.name, strategy, t.target_id, rec["op_unproven"])
         records.append(rec)
         runs.extend(rlog)
     return pd.DataFrame(records), pd.DataFrame(runs)
+
+
+def eta(elapsed: float, done: int, total: int) -> str:
+    """``ETA 1m20s`` from the mean time per item so far (``done`` at the end)."""
+    if done >= total:
+        return f"done in {_hms(elapsed)}"
+    return f"ETA {_hms(elapsed / max(done, 1) * (total - done))}"
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
+
+
+def _anchor_status(row: pd.Series) -> str:
+    """An anchor row's status for the trust flags: a fallback is never proven."""
+    if str(row.get("fallback", False)).strip().lower() in ("true", "1", "1.0"):
+        return "fallback"
+    return str(row["status"])
 
 
 def _anchor_map(anchors: pd.DataFrame, study: Study) -> dict[int, np.ndarray]:
@@ -191,7 +231,9 @@ def compute_anchors(study: Study, mm: Any, targets: pd.DataFrame, solver: Mappin
     check_compatible(study, mm)
     settings = merged_settings({})
     rows = []
-    for t in read_targets(targets, study, mm, source):
+    tlist = read_targets(targets, study, mm, source)
+    t_start = time.perf_counter()
+    for k, t in enumerate(tlist, 1):
         p = TargetRun(study, mm, t, 0, 1.0, settings, solver, seed, "op",
                     optimize_fn or default_optimize())
         if t.ok:
@@ -207,4 +249,7 @@ def compute_anchors(study: Study, mm: Any, targets: pd.DataFrame, solver: Mappin
         row.update({f"x_{n}": float(v) for n, v in zip(study.space.tunable_names, x,
                                                        strict=True)})
         rows.append(row)
+        log.info("%s anchors: target %d/%d (id %d): %s, predicted error %.4g; %s", study.name,
+                 k, len(tlist), t.target_id, call["status"], pe,
+                 eta(time.perf_counter() - t_start, k, len(tlist)))
     return pd.DataFrame(rows)

@@ -5,6 +5,7 @@ Figs. 2, 4, 6), the PtS proximity sweep (Fig. 5), in- vs out-of-sample contexts
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,11 +17,48 @@ SUMMARY_COLUMNS = ["strategy", "median_error", "mean_error", "reduction_vs_rs",
                    "median_reduction_vs_rs", "runs", "targets", "failed_targets",
                    "failed_runs", "median_predicted_error", "mean_predicted_error",
                    "median_distance", "mean_seconds"]
+# trust signals (appended when the metamodel's metrics are given): the metamodel's worst
+# test R2 over outputs, the threshold, whether it passes, and OP solves per strategy
+# that ended without a proof of optimality (time limit, solver error, fallback)
+TRUST_COLUMNS = ["metamodel_min_test_r2", "metamodel_min_r2", "metamodel_ok", "op_unproven"]
+DEFAULT_MIN_R2 = 0.9
+
+
+def metamodel_trust(info: Mapping[str, Any], min_r2: float = DEFAULT_MIN_R2) -> dict[str, Any]:
+    """Trust columns from a ``metamodel.json``: min over outputs of ``test_r2`` against
+    ``min_r2`` (``metamodel.min_r2``).  Missing metrics are not a pass."""
+    r2 = info.get("test_r2") or {}
+    worst = float(min(r2.values())) if r2 else float("nan")
+    return {"metamodel_min_test_r2": worst, "metamodel_min_r2": float(min_r2),
+            "metamodel_ok": bool(np.isfinite(worst) and worst >= float(min_r2)),
+            "metamodel_weak_outputs": sorted(k for k, v in r2.items() if v < float(min_r2))}
+
+
+def trust_warnings(summary: pd.DataFrame, weak_outputs: list[str] | None = None) -> list[str]:
+    """Lines that say which numbers of a summary may be wrong (empty when none)."""
+    out = []
+    if "metamodel_ok" in summary and len(summary) and not bool(summary["metamodel_ok"].iloc[0]):
+        r2 = float(summary["metamodel_min_test_r2"].iloc[0])
+        thr = float(summary["metamodel_min_r2"].iloc[0])
+        out.append(f"metamodel test R2 {r2:.3f} is below metamodel.min_r2 = {thr:g}"
+                   + (f" (outputs {weak_outputs})" if weak_outputs else "")
+                   + ": OP, StP, PtS and adaptive rest on a poor metamodel; their errors may be "
+                   "far from what a better one would give")
+    if "op_unproven" in summary:
+        bad = summary[summary["op_unproven"] > 0]
+        for _, r in bad.iterrows():
+            out.append(f"{r['strategy']}: {int(r['op_unproven'])} OP solve(s) not proven "
+                       "optimal (time limit, solver error or fallback)")
+    return out
 
 
 
-def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs") -> pd.DataFrame:
+def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs",
+              trust: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """One row per strategy (in registry order, then others).
+
+    ``trust`` (from :func:`metamodel_trust`) adds :data:`TRUST_COLUMNS`;
+    ``median_distance`` is there only when the targets had true inputs.
 
     ``reduction_vs_rs`` = 1 - mean_error / mean_error(rs) (0.46 means 46 % below RS);
     ``median_reduction_vs_rs`` the same on medians; ``runs`` the mean runs per target.
@@ -44,9 +82,12 @@ def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs") -> pd.D
             "median_predicted_error": float(np.nanmedian(pe)) if np.isfinite(pe).any()
             else np.nan,
             "mean_predicted_error": float(np.nanmean(pe)) if np.isfinite(pe).any() else np.nan,
-            "median_distance": float(np.nanmedian(df["distance"])),
+            "median_distance": (float(np.nanmedian(df["distance"]))
+                                if "distance" in df and np.isfinite(df["distance"]).any()
+                                else np.nan),
             "mean_seconds": float(df["seconds"].mean()),
         })
+        rows[-1]["op_unproven"] = int(df["op_unproven"].sum()) if "op_unproven" in df else 0
         if "rescored_error" in df:
             re_ = df["rescored_error"].to_numpy(dtype=float)
             rows[-1]["median_rescored_error"] = (float(np.nanmedian(re_))
@@ -63,7 +104,14 @@ def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs") -> pd.D
         out["reduction_vs_rs"] = np.nan
         out["median_reduction_vs_rs"] = np.nan
     extra = [c for c in ("median_rescored_error", "mean_rescored_error") if c in out]
-    return out[SUMMARY_COLUMNS + extra]
+    cols = SUMMARY_COLUMNS + extra
+    if not any("distance" in df for df in records.values()):
+        cols.remove("median_distance")   # observed targets: no truth to measure against
+    if trust is not None:
+        for c in TRUST_COLUMNS[:-1]:
+            out[c] = trust[c]
+        cols += TRUST_COLUMNS
+    return out[cols]
 
 
 def sweep_summary(records: Mapping[float, pd.DataFrame]) -> pd.DataFrame:
@@ -75,8 +123,9 @@ def sweep_summary(records: Mapping[float, pd.DataFrame]) -> pd.DataFrame:
                      "mean_error": float(np.nanmean(e)),
                      "q25_error": float(np.nanquantile(e, 0.25)),
                      "q75_error": float(np.nanquantile(e, 0.75)),
-                     "median_distance": float(np.nanmedian(records[r]["distance"])),
                      "runs": float(records[r]["runs"].mean()), "targets": int(len(e))})
+        if "distance" in records[r]:
+            rows[-1]["median_distance"] = float(np.nanmedian(records[r]["distance"]))
         if "rescored_error" in records[r]:
             re_ = records[r]["rescored_error"].to_numpy(dtype=float)
             rows[-1]["median_rescored_error"] = float(np.nanmedian(re_))
@@ -92,6 +141,10 @@ def sweep_summary(records: Mapping[float, pd.DataFrame]) -> pd.DataFrame:
 def contexts_table(ins: pd.DataFrame, oos: pd.DataFrame, strategy: str = "") -> pd.DataFrame:
     """In-sample vs out-of-sample targets of one strategy: errors, distance, and per
     input the mean absolute error and correlation of calibrated vs true values."""
+    for lab, df in (("in-sample", ins), ("out-of-sample", oos)):
+        if "distance" not in df:
+            raise DataError(lab, "the in- vs out-of-sample comparison needs targets with true "
+                            "inputs (simulated targets, not observed ones)")
     rows = []
     for lab, df in (("in-sample", ins), ("out-of-sample", oos)):
         input_names = [c[len("true_"):] for c in df.columns if c.startswith("true_")]
@@ -112,13 +165,16 @@ def noise_table(records: Mapping[str, tuple[float, pd.DataFrame]]) -> pd.DataFra
     one row per study, sorted by noise level."""
     rows = []
     for study, (noise, df) in records.items():
-        e, d = df["error"].to_numpy(float), df["distance"].to_numpy(float)
+        e = df["error"].to_numpy(float)
         row = {"study": study, "noise_level": float(noise), "targets": len(df),
                "median_error": float(np.nanmedian(e)), "mean_error": float(np.nanmean(e)),
-               "iqr_error": float(np.subtract(*np.nanpercentile(e, [75, 25]))),
-               "median_distance": float(np.nanmedian(d)),
-               "iqr_distance": float(np.subtract(*np.nanpercentile(d, [75, 25]))),
-               "sd_distance": float(np.nanstd(d, ddof=1)) if len(d) > 1 else float("nan")}
+               "iqr_error": float(np.subtract(*np.nanpercentile(e, [75, 25])))}
+        if "distance" in df:
+            d = df["distance"].to_numpy(float)
+            row.update({"median_distance": float(np.nanmedian(d)),
+                        "iqr_distance": float(np.subtract(*np.nanpercentile(d, [75, 25]))),
+                        "sd_distance": float(np.nanstd(d, ddof=1)) if len(d) > 1
+                        else float("nan")})
         if "mc_sd" in df:
             row["median_mc_sd"] = float(np.nanmedian(df["mc_sd"]))
         rows.append(row)

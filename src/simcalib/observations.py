@@ -1,0 +1,178 @@
+"""Observed calibration targets: a CSV of measured outputs instead of simulated ones.
+
+A study's ``targets`` (or an ``extra_targets`` entry) is either drawn and simulated
+(``n``: the true inputs are known, so distance-to-truth can be measured) or read from
+a file (``file``: what a user calibrating to real data has; there are no true inputs).
+
+File layout (one row per target; docs/observed_targets.md):
+
+* one column per study output (required, numeric, finite);
+* ``target_id`` (optional; integers, unique; default 0, 1, ...);
+* one column per study context (required when the study has contexts): the setting
+  the observation was made in, held fixed during calibration;
+* ``sd_<output>`` (optional, > 0): the observation's standard deviation.  Output j's
+  term in the error becomes |S_j - z_j| / sd_j instead of |S_j - z_j| / s_j (s_j the
+  metamodel's training-set sd), i.e. Delta counts misfit in observation sds;
+* ``weight_<output>`` (optional, >= 0, default 1): multiplies output j's term.
+
+So Delta = sum_j w_j |S_j(x) - z_j| / d_j with d_j = sd_j where given, else s_j; OP
+minimises the same sum over the metamodel.  Any other column (a tunable input above
+all: observed data has no true inputs) is an error, so a typo never silently drops an
+output or a weight.
+
+A relative path is taken relative to the directory Snakemake (or the CLI) runs in;
+if it is not there, relative to the simcalib checkout (so the shipped example study
+also runs with ``snakemake -d elsewhere``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simcalib.config import semantic_check
+from simcalib.errors import ConfigError, DataError
+
+SD_PREFIX = "sd_"
+WEIGHT_PREFIX = "weight_"
+# the checkout holding resources/ (src/simcalib/observations.py -> repository root)
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def target_sets(cfg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """``{"targets": cfg.targets, name: cfg.extra_targets[name], ...}``."""
+    out: dict[str, Mapping[str, Any]] = {"targets": cfg.get("targets") or {}}
+    out.update((cfg.get("extra_targets") or {}).items())
+    return out
+
+
+def set_key(study_key: str, which: str) -> str:
+    return f"{study_key}.targets" if which == "targets" else f"{study_key}.extra_targets.{which}"
+
+
+def observed_file(cfg: Mapping[str, Any], which: str = "targets") -> str | None:
+    """The observations file of a target set, or None when it is simulated."""
+    return target_sets(cfg).get(which, {}).get("file")
+
+
+def resolve(path: str | Path) -> Path:
+    """A relative path under the working directory, else under the simcalib checkout."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    alt = PACKAGE_ROOT / p
+    return alt if alt.exists() else p
+
+
+def read_observations(path: str | Path, outputs: list[str], contexts: list[str],
+                      tunables: list[str], key: str = "") -> pd.DataFrame:
+    """Read and check an observations file; returns the targets table every later step
+    reads: ``target_id``, contexts, outputs, ``sd_*``/``weight_*`` as given, ``status``
+    (``ok``) and ``message``.  Raises :class:`DataError` naming the file and column."""
+    p = resolve(path)
+    src = f"{path}" + (f" ({key})" if key else "")
+    if not p.is_file():
+        raise DataError(src, f"observations file not found (looked in {Path.cwd()} and "
+                        f"{PACKAGE_ROOT})")
+    try:
+        df = pd.read_csv(p, keep_default_na=False, na_values=["", "nan", "NaN", "NA"])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DataError(src, f"cannot read as CSV: {exc}") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    dup = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
+    if dup:
+        raise DataError(src, f"column(s) {dup} appear more than once")
+    tun = [c for c in df.columns if c in tunables]
+    if tun:
+        raise DataError(src, f"column(s) {tun} are tunable inputs of the study: an "
+                        "observations file holds outputs (and contexts), never the inputs "
+                        "being calibrated")
+    allowed = {"target_id", *outputs, *contexts, *(SD_PREFIX + o for o in outputs),
+               *(WEIGHT_PREFIX + o for o in outputs)}
+    unknown = [c for c in df.columns if c not in allowed]
+    if unknown:
+        raise DataError(src, f"unknown column(s) {unknown}; allowed: target_id, the outputs "
+                        f"{outputs}, the contexts {contexts}, sd_<output>, weight_<output>")
+    missing = [c for c in [*outputs, *contexts] if c not in df.columns]
+    if missing:
+        what = "output" if set(missing) & set(outputs) else "context"
+        raise DataError(src, f"missing {what} column(s) {missing} (the study's outputs are "
+                        f"{outputs}, its contexts {contexts})")
+    if df.empty:
+        raise DataError(src, "no rows (need at least one target)")
+    numeric = [c for c in df.columns]
+    for c in numeric:
+        vals = pd.to_numeric(df[c], errors="coerce")
+        bad = vals.isna() | ~np.isfinite(vals.to_numpy(dtype=float))
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise DataError(src, f"column {c!r}, row {i + 1}: {df[c].iloc[i]!r} is not a "
+                            f"finite number ({int(bad.sum())} such value(s) in the column)")
+        df[c] = vals.astype(float)
+    for c in df.columns:
+        if c.startswith(SD_PREFIX) and (df[c] <= 0).any():
+            raise DataError(src, f"column {c!r}: standard deviations must be > 0")
+        if c.startswith(WEIGHT_PREFIX) and (df[c] < 0).any():
+            raise DataError(src, f"column {c!r}: weights must be >= 0")
+    if "target_id" in df:
+        ids = df["target_id"]
+        if (ids != ids.round()).any() or ids.duplicated().any():
+            raise DataError(src, "column 'target_id': must be unique integers")
+        df["target_id"] = ids.astype(np.int64)
+    else:
+        df.insert(0, "target_id", np.arange(len(df), dtype=np.int64))
+    w = output_weights(df, outputs, np.ones(len(outputs)))
+    if (w.sum(axis=1) <= 0).any():
+        i = int(np.flatnonzero(w.sum(axis=1) <= 0)[0])
+        raise DataError(src, f"row {i + 1}: every output has weight 0")
+    extra = [c for c in df.columns if c.startswith((SD_PREFIX, WEIGHT_PREFIX))]
+    out = df[["target_id", *contexts, *outputs, *extra]].copy()
+    out["status"] = "ok"
+    out["message"] = ""
+    return out
+
+
+def output_weights(df: pd.DataFrame, outputs: list[str], scale: np.ndarray) -> np.ndarray:
+    """Per-row multiplier of |S_j - z_j| / s_j (s_j = ``scale``): weight_j * s_j / sd_j
+    (sd_j defaulting to s_j, weight_j to 1).  Shape (rows, outputs)."""
+    w = np.ones((len(df), len(outputs)))
+    for j, o in enumerate(outputs):
+        if SD_PREFIX + o in df:
+            w[:, j] *= scale[j] / df[SD_PREFIX + o].to_numpy(dtype=float)
+        if WEIGHT_PREFIX + o in df:
+            w[:, j] *= df[WEIGHT_PREFIX + o].to_numpy(dtype=float)
+    return w
+
+
+def has_truth(df: pd.DataFrame, tunables: list[str]) -> bool:
+    """Whether a targets table carries the true inputs (simulated targets do)."""
+    return all(c in df.columns for c in tunables)
+
+
+@semantic_check
+def check_observed_targets(config: Mapping[str, Any]) -> None:
+    """Every observations file exists and matches its study, checked at config
+    validation so a bad file fails before any job runs."""
+    from simcalib.study import Study
+
+    for name, cfg in (config.get("studies") or {}).items():
+        key = f"studies.{name}"
+        for which, tcfg in target_sets(cfg).items():
+            k = set_key(key, which)
+            has_n, has_file = "n" in tcfg, "file" in tcfg
+            if has_n == has_file:
+                raise ConfigError(k, "give either 'n' (targets drawn and simulated, true inputs "
+                                  "known) or 'file' (observed targets), not "
+                                  + ("both" if has_n else "neither"))
+            if not has_file:
+                continue
+            if tcfg.get("contexts"):
+                raise ConfigError(f"{k}.contexts", "observed targets take their contexts from "
+                                  "the file's columns; remove 'contexts'")
+            study = Study(name, cfg)
+            read_observations(tcfg["file"], list(study.outputs), study.space.context_names,
+                              study.space.tunable_names, f"{k}.file")
