@@ -198,8 +198,10 @@ def run_study(cfg: dict[str, Any], name: str, seeds: list[int], n_targets: int,
                 log.info("%s seed %d %s target %d: %d runs, Delta %.4g at r, %.4g at %d, "
                          "%.1f CPU-s", name, seed, m, tid, B, errs[:r].min(),
                          errs.min(), B, p.cpu[-1])
-        out = pd.DataFrame(rows)
-        io.write_csv(out, OUT / f"breakeven_runs_{name}.csv")  # kept after every seed
+        # one file per (study, seed): kept as soon as the seed is done, and seeds can
+        # run as separate processes (--seed-offset)
+        out = pd.DataFrame([q for q in rows if q["seed"] == seed])
+        io.write_csv(out, OUT / f"breakeven_runs_{name}_{seed}.csv")
     return pd.DataFrame(rows)
 
 
@@ -332,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
     ap.add_argument("--studies", nargs="+", default=list(STUDIES))
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seed-offset", type=int, default=0,
+                    help="first seed = config seed + this (run seeds as separate processes)")
     ap.add_argument("--targets", type=int, default=10)
     ap.add_argument("--long-targets", type=int, default=None,
                     help="targets per seed whose black-box run goes to --bmax (the rest "
@@ -364,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             stochastic = bool((cfg["studies"][name]["simulator"].get("options") or {})
                               .get("stochastic", cfg["studies"][name]["simulator"]["type"]
                                    == "epidemic"))
-            run_study(cfg, name, list(range(cfg["seed"], cfg["seed"] + seeds)), nt,
+            first = cfg["seed"] + args.seed_offset
+            run_study(cfg, name, list(range(first, first + seeds)), nt,
                       args.sizes, max(bmax, r), nt if lt is None else lt,
                       args.rescore if stochastic else 0, tuple(args.methods),
                       tuple(args.peers), log, own_size=not args.skip_own,
