@@ -17,7 +17,8 @@ Each black-box strategy therefore runs once per target to ``--bmax`` runs and is
 at every b.  Where b(K) > bmax only a bound is known, and the table says so ("<= K").
 
 Delta uses one output scale for every method (the sd of the outputs over the seed's
-largest design), so design sizes are comparable.  For a stochastic study the chosen
+first 256 design runs, a Sobol prefix), so design sizes are comparable and a process
+that runs only the black boxes (``--methods`` with no names) needs only those runs.  For a stochastic study the chosen
 run's Delta is biased low (the best of b noisy runs), so every chosen point is
 re-scored with ``--rescore`` fresh replicates (common random numbers) and that is the
 score used.  CPU seconds are process CPU time.
@@ -59,6 +60,7 @@ from simcalib.study import Study, get_study  # noqa: E402
 
 OUT = ROOT / "results" / "benchmarks"
 STUDIES = ("epidemic_mean", "epidemic", "rosenbrock")
+SCALE_RUNS = 256
 K_GRID = (1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)
 
 
@@ -122,12 +124,17 @@ def run_study(cfg: dict[str, Any], name: str, seeds: list[int], n_targets: int,
         design = study.space.design(int(np.ceil(max(sizes) / levels)),
                                     rng(seed, "design", name), "sobol")
         design.insert(0, "run_id", np.arange(len(design), dtype=np.int64))
+        if not methods:  # black boxes only: the runs that fix the output scale suffice
+            design = design_prefix(design, study, SCALE_RUNS)
         sim = simulate_rows(study, design, seed)
         sim_cpu_per_run = (time.process_time() - t0) / len(sim)
         tdf = simulate_rows(study, make_targets(study, seed), seed, stream="targets:targets",
                             id_column="target_id")
         ok = sim[sim["status"] == "ok"]
-        scale = ok[study.outputs].to_numpy(float).std(axis=0)
+        # one scale for every method: the output sd over the first SCALE_RUNS design
+        # runs (a Sobol prefix, so metamodel and black-box processes agree)
+        head = design_prefix(sim, study, SCALE_RUNS)
+        scale = head.loc[head["status"] == "ok", study.outputs].to_numpy(float).std(axis=0)
         scale = np.where(scale > 0, scale, 1.0)
         smm = ScaleOnly(study, scale)
         targets = {t.target_id: t for t in read_targets(tdf, study, smm)}
@@ -143,7 +150,7 @@ def run_study(cfg: dict[str, Any], name: str, seeds: list[int], n_targets: int,
 
         # ---- metamodel strategies at each design size -------------------------------
         long_ids = list(targets)[:long_targets]
-        for n in sizes:
+        for n in sizes if methods else []:
             sub = ok if n == max(sizes) else design_prefix(sim, study, n)
             sub = sub[sub["status"] == "ok"]
             # the smaller designs matter only for the break-even, which is read on the
@@ -200,8 +207,9 @@ def run_study(cfg: dict[str, Any], name: str, seeds: list[int], n_targets: int,
                          errs.min(), B, p.cpu[-1])
         # one file per (study, seed): kept as soon as the seed is done, and seeds can
         # run as separate processes (--seed-offset)
+        part = "all" if methods and bb else ("mm" if methods else "bb")
         out = pd.DataFrame([q for q in rows if q["seed"] == seed])
-        io.write_csv(out, OUT / f"breakeven_runs_{name}_{seed}.csv")
+        io.write_csv(out, OUT / f"breakeven_runs_{name}_{seed}_{part}.csv")
     return pd.DataFrame(rows)
 
 
@@ -343,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bmax", type=int, default=100, help="black-box runs per target")
     ap.add_argument("--sizes", type=int, nargs="*", default=[256, 1024],
                     help="design sizes besides the study's own")
-    ap.add_argument("--methods", nargs="+", default=["adaptive", "pts"])
-    ap.add_argument("--peers", nargs="+", default=["gpbo", "blackbox"])
+    ap.add_argument("--methods", nargs="*", default=["adaptive", "pts"])
+    ap.add_argument("--peers", nargs="*", default=["gpbo", "blackbox"])
     ap.add_argument("--rescore", type=int, default=5,
                     help="replicates re-scoring each chosen point (stochastic studies)")
     ap.add_argument("--all-targets", action="store_true",
