@@ -18,16 +18,16 @@ at every b.  Where b(K) > bmax only a bound is known, and the table says so ("<=
 
 Delta uses one output scale for every method (the sd of the outputs over the seed's
 first 256 design runs, a Sobol prefix), so design sizes are comparable and a process
-that runs only the black boxes (``--methods`` with no names) needs only those runs.  For a stochastic study the chosen
-run's Delta is biased low (the best of b noisy runs), so every chosen point is
-re-scored with ``--rescore`` fresh replicates (common random numbers) and that is the
-score used.  CPU seconds are process CPU time.
+that runs only the black boxes (``--methods`` with no names) needs only those runs.
+For a stochastic study the chosen run's Delta is biased low (the best of b noisy
+runs), so every chosen point is re-scored with ``--rescore`` fresh replicates (common
+random numbers) and that is the score used.  CPU seconds are process CPU time.
 
     python benchmarks/breakeven.py --quick          # <= 15 min on 2 idle cores
     python benchmarks/breakeven.py                  # 3 seeds, 10 targets, bmax 100
     python benchmarks/breakeven.py --report-only    # table + figure from the CSVs
 
-Writes ``results/benchmarks/breakeven_runs_<study>.csv`` (per target, per seed),
+Writes ``results/benchmarks/breakeven_runs_<study>_<seed>_<part>.csv`` (per target),
 ``breakeven.csv`` (means with spread over seeds), ``breakeven_table.csv`` (K*) and
 ``breakeven.png``.
 """
@@ -315,6 +315,11 @@ def figure(df: pd.DataFrame, path: Path) -> None:
 def report() -> None:
     frames = [io.read_csv(p) for p in sorted(OUT.glob("breakeven_runs_*.csv"))]
     df = pd.concat(frames, ignore_index=True)
+    # a study needs both sides (a seed's parts may still be running)
+    both = df.groupby("study")["design_n"].agg(lambda v: (v > 0).any() and (v == 0).any())
+    for st_ in both[~both].index:
+        print(f"{st_}: only one side measured so far; left out of the tables")
+    df = df[df["study"].isin(both[both].index)]
     summ = summary(df)
     table = breakeven(df)
     io.write_csv(summ, OUT / "breakeven.csv")
