@@ -287,7 +287,6 @@ def figure(df: pd.DataFrame, path: Path) -> None:
         d = d.merge(longs, on=["seed", "target_id"])
         for ci, n in enumerate(sorted(d.loc[d["design_n"] > 0, "design_n"].unique())):
             col = f"C{ci}"
-            K = np.array([k for k in K_GRID if r + n / k <= bmax], dtype=float)
             for m, ls in (("adaptive", "-"), ("pts", ":")):
                 v = d[(d["method"] == m) & (d["design_n"] == n)]["score"].mean()
                 if np.isfinite(v):
@@ -295,11 +294,11 @@ def figure(df: pd.DataFrame, path: Path) -> None:
                                label=f"{m}, n={n}")
             for peer, mk in (("gpbo", "o"), ("blackbox", "s")):
                 c = d[d["method"] == peer].groupby("runs_per_target")["score"].mean()
-                if len(K) and len(c):
-                    b = np.array([int(r + n // k) for k in K])
-                    b = np.array([c.index[np.abs(c.index - x).argmin()] for x in b])
-                    ax.plot(K, c.loc[b].to_numpy(), mk + "--", color=col, ms=4,
-                            label=f"{peer} at (n + {r}K)/K")
+                c = c[c.index > r]
+                if len(c):  # b runs per target <-> K = n / (b - r) targets
+                    K = n / (c.index.to_numpy(dtype=float) - r)
+                    ax.plot(K, c.to_numpy(), mk + "--", color=col, ms=3,
+                            label=f"{peer}, same total")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("targets K (equal total runs n + r K)")
