@@ -312,3 +312,27 @@ def test_adaptive_small_budget_gets_fewer_rounds(study, targets):
     assert (rec["runs"] == 5).all()
     assert all(len(h.split()) == 2 for h in rec["history"])
     assert set(runs["phase"]) == {"round0", "round1"}
+
+
+def test_anchors_reuse_points_mm_optimize_solved(study, targets):
+    """Issue 15, no duplicate solves: op.csv's rank-0 points become the anchors and no
+    MILP is solved again; a target missing from op.csv is still solved."""
+    calls = []
+
+    def counting(*a, **kw):
+        calls.append(1)
+        return fake_optimize(*a, **kw)
+
+    solved = pd.DataFrame({"target_id": [0, 1, 0], "rank": [0, 0, 1],
+                           "x": [5.1, 10.2, 4.5], "y": [20.0, 99.0, 30.0],
+                           "status": ["optimal", "time_limit", "optimal"],
+                           "seconds": [1.5, 2.0, 9.0]})
+    anchors = st.compute_anchors(study, FakeMM(), targets, {}, SEED, optimize_fn=counting,
+                                 solved=solved)
+    a = anchors.set_index("target_id")
+    assert a.loc[0, "x_x"] == 5.1 and a.loc[0, "x_y"] == 20.0
+    assert a.loc[1, "status"] == "time_limit" and a.loc[1, "seconds"] == 2.0
+    assert len(calls) == 1  # target 2 only
+    fresh = st.compute_anchors(study, FakeMM(), targets, {}, SEED, optimize_fn=counting)
+    assert len(calls) == 1 + len(targets)
+    assert np.isfinite(fresh[["x_x", "x_y"]].to_numpy()).all()

@@ -10,7 +10,7 @@
 #   calibration/sweep/R<value>   PtS on the study's targets at proximity <value>
 
 from simcalib.metamodel.strategies.registry import job_settings, registry
-from simcalib.metamodel.strategies.settings import solver_options
+from simcalib.metamodel.strategies.settings import solver_options, solver_set_name
 
 STRATEGIES = registry()
 # study keys a calibration job needs to rebuild the study's space and simulator
@@ -84,20 +84,34 @@ MM_FILES = {
 }
 
 
-def anchors_targets(wildcards):
-    return f"results/{wildcards.study}/{caldir_targets(wildcards.caldir)}.csv"
+def anchors_inputs(wildcards):
+    """Model files and the targets; for the study's own targets also mm_optimize's
+    op.csv when it solved the same problems (same solver set, no output weights), so
+    each full-space MILP is solved once per study."""
+    d = {k: v.format(study=wildcards.study) for k, v in MM_FILES.items()}
+    d["targets"] = f"results/{wildcards.study}/{caldir_targets(wildcards.caldir)}.csv"
+    cfg = config["studies"][wildcards.study]
+    opt = cfg.get("optimize") or {}
+    if (wildcards.caldir == "calibration" and not opt.get("weights")
+            and solver_set_name(cfg) == opt.get("solver")):
+        d["solved"] = f"results/{wildcards.study}/op/op.csv"
+    return d
+
+
+def solved_arg(wildcards, input):
+    return f"--solved {input.solved}" if hasattr(input, "solved") else ""
 
 
 rule cal_anchors:
     input:
-        **MM_FILES,
-        targets=anchors_targets,
+        unpack(anchors_inputs),
     output:
         "results/{study}/{caldir}/anchors.csv",
     params:
         cfg=cal_study_only,
         solver=cal_solver,
         seed=config["seed"],
+        solved=solved_arg,
     log:
         "results/logs/{study}/{caldir}/cal_anchors.log",
     benchmark:
@@ -110,7 +124,7 @@ rule cal_anchors:
         "simcalib cal-anchors --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
-        "--output {output} > {log} 2>&1"
+        "{params.solved} --output {output} > {log} 2>&1"
 
 
 def cal_inputs(wildcards):

@@ -51,6 +51,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cal-anchors", help="full-space OP point of every target")
     _add_common(p)
+    p.add_argument("--solved", help="mm-optimize's op.csv for these targets and solver set: "
+                   "its points are reused instead of solving the same MILPs again")
     p.add_argument("--output", required=True, help="anchors CSV to write")
     p.set_defaults(func=cmd_anchors)
 
@@ -163,8 +165,9 @@ def cmd_anchors(args: argparse.Namespace) -> int:
 
     study, mm, targets = _load(args)
     t0 = time.perf_counter()
+    solved = io.read_csv(args.solved, ["target_id"]) if args.solved else None
     out = compute_anchors(study, mm, targets, _solver(args), seed_from_args(args),
-                          source=args.targets)
+                          source=args.targets, solved=solved)
     io.write_csv(out, args.output)
     print(f"{study.name}: {len(out)} OP anchors in {time.perf_counter() - t0:.1f} s "
           f"({int(out['fallback'].sum())} fallbacks) -> {args.output}")

@@ -223,20 +223,50 @@ def _anchor_map(anchors: pd.DataFrame, study: Study) -> dict[int, np.ndarray]:
             for _, r in anchors.iterrows() if all(np.isfinite(r[f"x_{n}"]) for n in names)}
 
 
+def solved_points(op_table: pd.DataFrame, study: Study,
+                  source: str = "op.csv") -> dict[int, tuple[np.ndarray, str, float]]:
+    """Full-space OP points already solved by ``mm-optimize`` (its best, rank-0 row per
+    target): ``target_id -> (tunables, status, seconds)``."""
+    names = study.space.tunable_names
+    missing = [c for c in ["target_id", "status", *names] if c not in op_table]
+    if missing:
+        raise DataError(source, f"missing column(s) {missing}")
+    df = op_table[op_table["rank"] == 0] if "rank" in op_table else op_table
+    out = {}
+    for _, r in df.iterrows():
+        x = np.array([float(r[n]) for n in names])
+        if np.isfinite(x).all():
+            secs = float(r["seconds"]) if "seconds" in r and np.isfinite(r["seconds"]) else 0.0
+            out[int(r["target_id"])] = (x, str(r["status"]), secs)
+    return out
+
+
 def compute_anchors(study: Study, mm: Any, targets: pd.DataFrame, solver: Mapping[str, Any],
                     seed: int, optimize_fn: OptimizeFn | None = None,
-                    source: str = "targets") -> pd.DataFrame:
+                    source: str = "targets", solved: pd.DataFrame | None = None
+                    ) -> pd.DataFrame:
     """The full-space OP point of every target (shared by op, pts, adaptive and the
-    proximity sweep, so the MILP is solved once per target)."""
+    proximity sweep, so the MILP is solved once per target).
+
+    ``solved``: ``mm-optimize``'s op.csv for the same targets, solver set and weights;
+    its points are reused instead of solving the same MILPs again (a target with its
+    own output weights or sds is solved here, since op.csv does not weight them)."""
     check_compatible(study, mm)
     settings = merged_settings({})
     rows = []
     tlist = read_targets(targets, study, mm, source)
+    reuse = solved_points(solved, study) if solved is not None else {}
     t_start = time.perf_counter()
     for k, t in enumerate(tlist, 1):
         p = TargetRun(study, mm, t, 0, 1.0, settings, solver, seed, "op",
                     optimize_fn or default_optimize())
-        if t.ok:
+        if t.ok and t.weight is None and t.target_id in reuse:
+            x0, status, secs = reuse[t.target_id]
+            lo, hi = p.bounds()
+            x = np.clip(study.space.round_integers(x0), lo, hi)
+            call = {"status": status, "fallback": False, "seconds": secs}
+            pe = float(p.predicted_error(x[None, :])[0])
+        elif t.ok:
             x = p.op(None, "full")
             call = p.op_calls[-1]
             pe = float(p.predicted_error(x[None, :])[0])
