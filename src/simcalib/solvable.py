@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 #: Defaults of ``metamodel.solvable`` (mirrors metamodel.schema.yaml).
 SOLVABLE_DEFAULTS: dict[str, Any] = {
-    "enabled": False,
+    "enabled": True,
     "rs_weight": 0.1,
     "l1_weight": 0.001,
     "prune": 0.5,
