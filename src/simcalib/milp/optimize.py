@@ -106,8 +106,13 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
         # boxes of the strategies), so one cached computation serves them all
         full = problem if box is None else build_problem(mm, space, target, context, None,
                                                          weights)
-        box_nb, cached = box_bounds(full, float(s["obbt"].get("box_time_limit", 30.0)),
-                                    threads, use_cache=bool(s["obbt"].get("enabled", True)))
+        if s["obbt"].get("enabled", True):
+            box_nb, cached = box_bounds(full, float(s["obbt"].get("box_time_limit", 30.0)),
+                                        threads)
+        else:  # no LP tightening anywhere: interval arithmetic over the box
+            t_ia = time.perf_counter()
+            box_nb = NeuronBounds(pre=interval_bounds(full))
+            box_nb.seconds = time.perf_counter() - t_ia
         if box is not None:
             t_sub = time.perf_counter()
             box_nb = NeuronBounds(pre=interval_bounds(problem, start=box_nb.pre),
