@@ -210,3 +210,32 @@ def make_solvable(net: nn.Sequential, Xtr: torch.Tensor, Ytr: torch.Tensor,
         log.warning("solvable training: no epoch kept validation R2 within %g of the plain "
                     "net on every output; the plain net is kept", tol)
     return out, rec
+
+
+def solvable_phase(net: nn.Sequential, c: Mapping[str, Any], Xs: np.ndarray,
+                   Ys: np.ndarray, tr: np.ndarray, va: np.ndarray, te: np.ndarray, Y: np.ndarray,
+                   y_mean: np.ndarray, y_std: np.ndarray, seed: int, study: str
+                   ) -> dict[str, Any] | None:
+    """Solvable fine-tuning of the trained ``net`` in place when
+    ``metamodel.solvable.enabled``; returns its record with the plain net's test R²
+    (raw units, per output index) for comparison, or None."""
+    from simcalib.metamodel import DTYPE, r2_scores
+    from simcalib.seeds import int_seed
+
+    sc = settings(c.get("solvable"))
+    if not sc["enabled"]:
+        return None
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=DTYPE)
+
+    with torch.no_grad():
+        plain_r2 = r2_scores(Y[te], net(t(Xs[te])).numpy() * y_std + y_mean)
+    # the box the MILP searches, in standardised units: the range of all rows
+    box_lo, box_hi = Xs.min(axis=0), Xs.max(axis=0)
+    gen = torch.Generator().manual_seed(int_seed(seed, "metamodel", study, "solvable"))
+    new, rec = make_solvable(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]), box_lo, box_hi,
+                             sc, c["loss"], int(c["batch_size"]), gen)
+    net.load_state_dict(new.state_dict())
+    rec["plain_test_r2"] = [float(v) for v in plain_r2]
+    return rec
