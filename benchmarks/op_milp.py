@@ -1,7 +1,8 @@
 """Benchmark: Optimally-Predict MILP solve times and quality on the epidemic study.
 
-For each network size (trained on results/epidemic/dataset.csv with the study's
-metamodel settings and that width) and each of N simulated held-out targets:
+For each network size and training (``plain``, and ``solvable``: ReLU-stability
+fine-tuning, simcalib.metamodel.solvable), trained on results/epidemic/dataset.csv with the
+study's metamodel settings and that width, and each of N simulated held-out targets:
 
 * ``highs``         our formulation (interval + OBBT bounds, big-M from bounds, warm start)
 * ``gurobi-plain``  plain gurobi-ml: add_predictor_constr, no bounds, no warm start
@@ -9,12 +10,12 @@ metamodel settings and that width) and each of N simulated held-out targets:
 
 and, per target, the best of 100,000 random metamodel evaluations and multi-start
 L-BFGS-B (20 starts, integers by ±1 moves) on the same objective.  Writes
-results/benchmarks/op_milp.csv (one row per net x backend x target) and prints a
-summary table.  Run from the repository root after
-``snakemake --cores 2 results/epidemic/dataset.csv``.
+results/benchmarks/op_milp.csv (one row per net x training x backend x target, with
+the net's ``binaries`` over the input box and test R2) and prints a summary table.
+Run from the repository root after ``snakemake --cores 2 results/epidemic/dataset.csv``.
 
     python benchmarks/op_milp.py            # 7 nets x 20 targets, 60 s limit
-    python benchmarks/op_milp.py --quick    # 2x16 and 2x32 x 5 targets, 10 s limit
+    python benchmarks/op_milp.py --quick    # 2x16, 2x32 x plain, solvable x 5 targets, 10 s
 
 Nets: the issue's 2x32, 2x64, 3x64, 2x128, 1x256, plus 2x16 (the epidemic default)
 and 1x32.

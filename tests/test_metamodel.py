@@ -12,7 +12,7 @@ from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel.network import Metamodel, fine_tune, train_metamodel
 
 FAST = {"hidden": [16, 16], "epochs": 150, "batch_size": 64, "patience": 40, "lr": 5e-3,
-        "threads": 1}
+        "threads": 1, "solvable": {"enabled": False}}  # solvable: tests/test_solvable.py
 
 
 def _data(n: int = 600, seed: int = 0) -> pd.DataFrame:

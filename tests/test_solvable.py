@@ -178,3 +178,21 @@ def test_low_r2_is_flagged_with_a_warning(caplog):
     assert m["low_r2_outputs"] == ["q"] and m["r2_ok"] is False and m["min_r2"] == 0.9
     assert any("below min_r2" in r.getMessage() and "q" in r.getMessage()
                for r in caplog.records)
+
+
+def test_code_defaults_mirror_the_schemas():
+    """metamodel.solvable, min_r2 and the solver option set's new keys: the library's
+    defaults (used by direct API calls) equal the schema's (used by the workflow)."""
+    from simcalib.config import SCHEMA_DIR, load_yaml
+    from simcalib.metamodel.milp import SOLVER_DEFAULTS
+    from simcalib.metamodel.network import DEFAULTS
+    from simcalib.metamodel.solvable import SOLVABLE_DEFAULTS
+
+    mm = load_yaml(SCHEMA_DIR / "metamodel.schema.yaml")["properties"]
+    assert DEFAULTS["min_r2"] == mm["min_r2"]["default"]
+    props = mm["solvable"]["properties"]
+    assert SOLVABLE_DEFAULTS == {k: v["default"] for k, v in props.items()}
+    opt = load_yaml(SCHEMA_DIR / "solvers.schema.yaml")["definitions"]["option_set"]
+    for sec in ("obbt", "warm_start"):
+        schema = {k: v["default"] for k, v in opt["properties"][sec]["properties"].items()}
+        assert SOLVER_DEFAULTS[sec] == schema, sec

@@ -366,8 +366,9 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
             fit = _fit(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]), c, float(c["lr"]),
                        int(c["epochs"]), gen, early_stop=True)
         net.eval()
-        solv = _solvable_phase(net, c, Xs, Ys, tr, va, te, Y, y_mean, y_std, seed, study,
-                               threads)
+        from simcalib.metamodel.solvable import solvable_phase
+
+        solv = solvable_phase(net, c, Xs, Ys, tr, va, te, Y, y_mean, y_std, seed, study)
     finally:
         torch.set_num_threads(old_threads)
     seconds = time.perf_counter() - t0
@@ -414,33 +415,6 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     log.info("%s: trained %s in %.1f s (%d epochs); min test R2 %.4f", study or "metamodel",
              c["hidden"], seconds, fit["epochs_run"], r2.min())
     return mm, metrics
-
-
-def _solvable_phase(net: nn.Sequential, c: Mapping[str, Any], Xs: np.ndarray, Ys: np.ndarray,
-                    tr: np.ndarray, va: np.ndarray, te: np.ndarray, Y: np.ndarray,
-                    y_mean: np.ndarray, y_std: np.ndarray, seed: int, study: str,
-                    threads: int) -> dict[str, Any] | None:
-    """Solvable fine-tuning in place (:mod:`~simcalib.metamodel.solvable`) when enabled; returns
-    its record with the plain net's test R² for comparison, or None."""
-    from simcalib.metamodel import solvable
-
-    sc = solvable.settings(c.get("solvable"))
-    if not sc["enabled"]:
-        return None
-
-    def t(a: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(a, dtype=DTYPE)
-
-    with torch.no_grad():
-        plain_r2 = r2_scores(Y[te], net(t(Xs[te])).numpy() * y_std + y_mean)
-    # the box the MILP searches, in standardised units: the range of all rows
-    box_lo, box_hi = Xs.min(axis=0), Xs.max(axis=0)
-    gen = torch.Generator().manual_seed(int_seed(seed, "metamodel", study, "solvable"))
-    new, rec = solvable.make_solvable(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]),
-                                      box_lo, box_hi, sc, c["loss"], int(c["batch_size"]), gen)
-    net.load_state_dict(new.state_dict())
-    rec["plain_test_r2"] = [float(v) for v in plain_r2]
-    return rec
 
 
 def fine_tune(mm: Metamodel, df_new: pd.DataFrame, cfg: Mapping[str, Any], seed: int,

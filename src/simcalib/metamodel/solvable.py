@@ -47,18 +47,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from simcalib.config import schema_defaults
+
 log = logging.getLogger(__name__)
 
-#: Defaults of ``metamodel.solvable`` (mirrors metamodel.schema.yaml).
-SOLVABLE_DEFAULTS: dict[str, Any] = {
-    "enabled": False,
-    "rs_weight": 0.1,
-    "l1_weight": 0.001,
-    "prune": 0.5,
-    "epochs": 400,
-    "lr": 0.001,
-    "r2_tolerance": 0.001,
-}
+#: Defaults of ``metamodel.solvable``, from metamodel.schema.yaml (the one source of truth).
+SOLVABLE_DEFAULTS: dict[str, Any] = schema_defaults("metamodel.schema.yaml")["solvable"]
 
 
 def settings(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -210,3 +204,32 @@ def make_solvable(net: nn.Sequential, Xtr: torch.Tensor, Ytr: torch.Tensor,
         log.warning("solvable training: no epoch kept validation R2 within %g of the plain "
                     "net on every output; the plain net is kept", tol)
     return out, rec
+
+
+def solvable_phase(net: nn.Sequential, c: Mapping[str, Any], Xs: np.ndarray,
+                   Ys: np.ndarray, tr: np.ndarray, va: np.ndarray, te: np.ndarray, Y: np.ndarray,
+                   y_mean: np.ndarray, y_std: np.ndarray, seed: int, study: str
+                   ) -> dict[str, Any] | None:
+    """Solvable fine-tuning of the trained ``net`` in place when
+    ``metamodel.solvable.enabled``; returns its record with the plain net's test R²
+    (raw units, per output index) for comparison, or None."""
+    from simcalib.metamodel.network import DTYPE, r2_scores
+    from simcalib.seeds import int_seed
+
+    sc = settings(c.get("solvable"))
+    if not sc["enabled"]:
+        return None
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=DTYPE)
+
+    with torch.no_grad():
+        plain_r2 = r2_scores(Y[te], net(t(Xs[te])).numpy() * y_std + y_mean)
+    # the box the MILP searches, in standardised units: the range of all rows
+    box_lo, box_hi = Xs.min(axis=0), Xs.max(axis=0)
+    gen = torch.Generator().manual_seed(int_seed(seed, "metamodel", study, "solvable"))
+    new, rec = make_solvable(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]), box_lo, box_hi,
+                             sc, c["loss"], int(c["batch_size"]), gen)
+    net.load_state_dict(new.state_dict())
+    rec["plain_test_r2"] = [float(v) for v in plain_r2]
+    return rec
