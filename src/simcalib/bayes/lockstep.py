@@ -290,6 +290,8 @@ class LockstepRun:
                 self.log_lam = np.clip(self.log_lam + 2.0 * (rate - 0.234), -14.0, 7.0)
                 self.acc_block[:] = 0
             if adapting and (it + 1) % cov_every == 0 and it + 1 >= 4 * d:
+                # pooled over lanes, second half of the history so far (forgets the
+                # transient from the start)
                 window = self.hist[(it + 1) // 2: it + 1].reshape(-1, d)
                 emp = np.cov(window, rowvar=False)
                 if np.all(np.isfinite(emp)):
