@@ -231,7 +231,11 @@ class LockstepRun:
         self.counts["cholesky_failures"] += ev["chol_fail"]
 
     def advance(self, n_iter: int, burn_in: int, adapt_every: int, adapt_after_burn_in: bool,
-                adapt_scale: bool, log_every: int, label: str, bar: Any = None) -> None:
+                adapt_scale: bool, log_every: int, label: str, bar: Any = None,
+                adapt_until: int | None = None) -> None:
+        """Run ``n_iter`` more iterations; draws from ``burn_in`` on are stored, the
+        proposal adapts before ``adapt_until`` (default ``burn_in``)."""
+        adapt_until = burn_in if adapt_until is None else adapt_until
         s, rng, st = self.s, self.rng, self.st
         d, n_lane, m = s.d, self.n_lane, s.pb.m
         a0, b0 = s.a0, s.b0
@@ -284,7 +288,7 @@ class LockstepRun:
                 self.kept["lp"].append(st["lp"] - jac)   # log lik + hyperprior, as sequential
                 self.kept["acc"].append(take.astype(np.int8))
             # adaptation (burn-in only unless adapt_after_burn_in)
-            adapting = adapt_after_burn_in or it + 1 < burn_in
+            adapting = adapt_after_burn_in or it + 1 < adapt_until
             if adapting and adapt_scale and (it + 1) % 25 == 0:
                 rate = self.acc_block / 25.0
                 self.log_lam = np.clip(self.log_lam + 2.0 * (rate - 0.234), -14.0, 7.0)
@@ -318,14 +322,20 @@ class LockstepRun:
         return out
 
 
+READAPT_RHAT = 1.1   # above this, an extension adapts the proposal again first
+
+
 def run_lockstep(pb: Any, cfg: Any, init: dict[str, Any], hyper: Any,
                  rng: np.random.Generator, until: Any = None) -> tuple[list[dict[str, Any]],
                                                                          dict[str, Any]]:
     """All ``cfg.chains`` chains in lock-step from ``init`` (the least-squares fit or
     the reference start).  With ``until`` (:class:`convergence.UntilConverged`) the
     chains are extended in blocks until R-hat and bulk ESS meet its thresholds or
-    ``until.max_iterations``; the kept draws are then those after
-    ``max(burn_in, total / 2)`` (the first half is discarded, Gelman's rule).
+    ``until.max_iterations``.  A block after a check with R-hat <= 1.1 keeps the
+    frozen kernel and the kept draws become those after ``max(burn_in, total / 2)``
+    (the first half is discarded, Gelman's rule); after a check with R-hat > 1.1 the
+    chains are clearly not mixing, so the block first adapts the proposal again for
+    half its length and everything before that point is discarded.
     Returns per-chain dicts and the run's convergence record."""
     from simcalib.bayes.convergence import diagnose, is_converged
 
@@ -364,6 +374,7 @@ def run_lockstep(pb: Any, cfg: Any, init: dict[str, Any], hyper: Any,
     stop = "fixed_length"
     if until is not None:
         block = until.block or cfg.iterations
+        discard = cfg.burn_in
         while True:
             if is_converged(r_hat, ess, until.r_hat, until.ess_bulk):
                 stop = "converged"
@@ -374,10 +385,17 @@ def run_lockstep(pb: Any, cfg: Any, init: dict[str, Any], hyper: Any,
             n_more = min(block, until.max_iterations - state.it)
             if bar is not None:
                 bar.total += n_more
-            state.advance(n_more, **kw)
-            first = max(cfg.burn_in, state.it // 2)
+            if not r_hat <= READAPT_RHAT:
+                # clearly not mixing: the frozen kernel is probably poor; adapt again
+                # during the first half of this block and discard everything before
+                discard = state.it + n_more // 2
+                state.advance(n_more, **kw, adapt_until=discard)
+                record["readapted"] = record.get("readapted", 0) + 1
+            else:
+                state.advance(n_more, **kw)
+                discard = max(discard, state.it // 2)
             assert state.kept_from is not None
-            drop = first - state.kept_from
+            drop = discard - state.kept_from
             r_hat, ess = check()
             log.info("%s: extended to %d iterations: R-hat max %.3f, bulk ESS min %.0f",
                      kw["label"], state.it, r_hat, ess)
