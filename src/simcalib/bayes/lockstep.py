@@ -107,7 +107,8 @@ class LockstepSampler:
         reg = np.zeros(n_lane, dtype=int)
         chol_fail = np.zeros(n_lane, dtype=bool)
         if self.mos:
-            assert jac is not None
+            if jac is None:     # no lane in the prior's support: nothing was solved
+                jac = np.zeros((n_lane, self.pb.m, self.p))
             jac_safe = np.where(ok[:, None, None], jac, 1.0)
             mos = MosBatch(c, jac_safe)
             chol_fail |= ok & ~mos.ok
