@@ -123,11 +123,14 @@ def _run_and_store(job: dict[str, Any]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- tables
-def param_table(runs: list[dict[str, Any]], setting: str, protocol: str) -> pd.DataFrame:
+def param_table(runs: list[dict[str, Any]], setting: str, protocol: str,
+                subset: str = "converged") -> pd.DataFrame:
+    """``subset``: ``converged`` (unconverged chain sets excluded, counted) or ``all``
+    (every replication, to show what the exclusion changes)."""
     rows = []
     for method in METHODS:
         mine = [r for r in runs if r["method"] == method]
-        used = [r for r in mine if r["converged"]]
+        used = [r for r in mine if r["converged"] or subset == "all"]
         for p in (mine[0]["params"] if mine else {}):
             e = np.array([r["params"][p]["mean"] - r["params"][p]["truth"] for r in used])
             cov = np.array([r["params"][p]["lo"] <= r["params"][p]["truth"]
@@ -138,7 +141,8 @@ def param_table(runs: list[dict[str, Any]], setting: str, protocol: str) -> pd.D
             mse_se = float(np.std(e**2, ddof=1) / np.sqrt(n)) if n > 1 else np.nan
             ref = paper.PARAMS.get(setting, {}).get(method, {}).get(p, (np.nan,) * 4)
             rows.append({"setting": setting, "protocol": protocol, "method": method,
-                         "parameter": p, "bias": float(e.mean()) if n else np.nan,
+                         "parameter": p, "subset": subset,
+                         "bias": float(e.mean()) if n else np.nan,
                          "rmse": rmse, "rmse_se": mse_se / (2 * rmse) if n > 1 else np.nan,
                          "coverage": float(cov.mean()) if n else np.nan,
                          "width": float(wid.mean()) if n else np.nan, "replications": n,
@@ -153,10 +157,11 @@ def param_table(runs: list[dict[str, Any]], setting: str, protocol: str) -> pd.D
 
 
 def paired_table(runs: list[dict[str, Any]], setting: str, protocol: str,
-                 n_boot: int = 2000) -> pd.DataFrame:
+                 subset: str = "converged", n_boot: int = 2000) -> pd.DataFrame:
     by = {(r["method"], r["rep"]): r for r in runs}
-    reps = sorted({r["rep"] for r in runs if r["converged"] and r["method"] == "koh"}
-                  & {r["rep"] for r in runs if r["converged"] and r["method"] == "mos"})
+    ok = [r for r in runs if r["converged"] or subset == "all"]
+    reps = sorted({r["rep"] for r in ok if r["method"] == "koh"}
+                  & {r["rep"] for r in ok if r["method"] == "mos"})
     all_reps = sorted({r["rep"] for r in runs})
     rows = []
     if not reps:
@@ -175,7 +180,7 @@ def paired_table(runs: list[dict[str, Any]], setting: str, protocol: str,
         pk = paper.PARAMS.get(setting, {}).get("koh", {}).get(p, (np.nan,) * 4)[1]
         pm = paper.PARAMS.get(setting, {}).get("mos", {}).get(p, (np.nan,) * 4)[1]
         rows.append({"setting": setting, "protocol": protocol, "parameter": p,
-                     "rmse_koh": rk, "rmse_mos": rm, "rmse_diff": rm - rk,
+                     "subset": subset, "rmse_koh": rk, "rmse_mos": rm, "rmse_diff": rm - rk,
                      "rmse_diff_se": float(bdiff.std(ddof=1)),
                      "mse_diff": float(d2.mean()),
                      "mse_diff_se": float(d2.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan,
@@ -185,13 +190,16 @@ def paired_table(runs: list[dict[str, Any]], setting: str, protocol: str,
     return pd.DataFrame(rows)
 
 
-def output_table(runs: list[dict[str, Any]], setting: str, protocol: str) -> pd.DataFrame:
+def output_table(runs: list[dict[str, Any]], setting: str, protocol: str,
+                 subset: str = "converged") -> pd.DataFrame:
     rows = []
     for method in METHODS:
-        used = [r for r in runs if r["method"] == method and r["converged"] and r["output"]]
+        used = [r for r in runs if r["method"] == method and r["output"]
+                and (r["converged"] or subset == "all")]
         mine = [r for r in runs if r["method"] == method]
         ref = paper.OUTPUT.get(setting, {}).get(method, (np.nan,) * 4)
-        row: dict[str, Any] = {"setting": setting, "protocol": protocol, "method": method}
+        row: dict[str, Any] = {"setting": setting, "protocol": protocol, "method": method,
+                               "subset": subset}
         for i, k in enumerate(("rmse", "bias", "coverage", "width")):
             v = np.array([r["output"][k] for r in used])
             row[k] = float(v.mean()) if len(v) else np.nan
@@ -287,13 +295,18 @@ def main(argv: list[str] | None = None) -> int:
             runs = [json.loads(Path(j["path"]).read_text()) for j in jobs
                     if j["setting"] == s and j["protocol"] == proto]
             stem = f"bayes_{s}_{proto}"
-            params = param_table(runs, s, proto)
-            paired = paired_table(runs, s, proto)
-            outputs = output_table(runs, s, proto)
+            params = pd.concat([param_table(runs, s, proto, sub)
+                                for sub in ("converged", "all")], ignore_index=True)
+            paired = pd.concat([paired_table(runs, s, proto, sub)
+                                for sub in ("converged", "all")], ignore_index=True)
+            outputs = pd.concat([output_table(runs, s, proto, sub)
+                                 for sub in ("converged", "all")], ignore_index=True)
             write_csv(params, out_dir / f"{stem}_params.csv")
             write_csv(paired, out_dir / f"{stem}_paired.csv")
             write_csv(outputs, out_dir / f"{stem}_output.csv")
-            all_paired.append(paired)
+            conv = paired[paired["subset"] == "converged"] if len(paired) else paired
+            all_paired.append(conv if len(conv) else paired[paired["subset"] == "all"]
+                              if len(paired) else paired)
             cpu = {m: [r["cpu_total"] for r in runs if r["method"] == m] for m in METHODS}
             write_json({"command": command, "setting": s, "protocol": proto,
                         "replications": args.reps, "sampler": sampler, "seed": args.seed,
@@ -305,17 +318,17 @@ def main(argv: list[str] | None = None) -> int:
                         "cpu_seconds_total": float(sum(sum(v) for v in cpu.values())),
                         "load_average_end": os.getloadavg()[0]},
                        out_dir / f"{stem}_meta.json")
-            show = params[["method", "parameter", "bias", "rmse", "rmse_se", "coverage",
+            show = params[["subset", "method", "parameter", "bias", "rmse", "rmse_se", "coverage",
                            "width", "replications", "excluded_unconverged", "paper_rmse"]]
             print(f"\n{s}, protocol {proto}:")
             print(show.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
             if len(paired):
-                print(paired[["parameter", "rmse_koh", "rmse_mos", "rmse_diff", "rmse_diff_se",
-                              "mos_smaller_error_share", "replications",
+                print(paired[["subset", "parameter", "rmse_koh", "rmse_mos", "rmse_diff",
+                              "rmse_diff_se", "mos_smaller_error_share", "replications",
                               "paper_rmse_diff"]].to_string(
                     index=False, float_format=lambda v: f"{v:.3f}"))
-            print(outputs[["method", "rmse", "coverage", "width", "replications"]].to_string(
-                index=False, float_format=lambda v: f"{v:.3f}"))
+            cols = ["subset", "method", "rmse", "coverage", "width", "replications"]
+            print(outputs[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     paired_all = pd.concat([p for p in all_paired if len(p)], ignore_index=True) \
         if any(len(p) for p in all_paired) else pd.DataFrame()
     if len(paired_all):
