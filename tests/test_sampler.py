@@ -159,11 +159,11 @@ def test_until_converged_extends_to_cap_or_stops_when_converged():
                                                                   "block": 200}})
     res = run(pb, capped, 2, ("u",))
     rec = res.record
-    # 400 bulk ESS cannot be reached with 350 kept draws per chain: runs to the cap
+    # 400 bulk ESS cannot be reached with <= 550 kept draws per chain: runs to the cap
     assert rec["stop_reason"] == "max_iterations" and rec["iterations_run"] == 700
     assert rec["converged"] is False
-    # kept draws: after max(burn_in, total / 2) = 350, or later after a re-adaptation
-    assert rec["burn_in_used"] >= 350
+    # kept draws: after the burn-in (150), or later after a re-adaptation
+    assert rec["burn_in_used"] >= 150
     assert res.chains[0].theta.shape[0] == 700 - rec["burn_in_used"]
     lax = SamplerConfig.from_dict({**base, "until_converged": {
         "max_iterations": 5000, "block": 200, "r_hat": 1.5, "ess_bulk": 5}})

@@ -332,11 +332,11 @@ def run_lockstep(pb: Any, cfg: Any, init: dict[str, Any], hyper: Any,
     """All ``cfg.chains`` chains in lock-step from ``init`` (the least-squares fit or
     the reference start).  With ``until`` (:class:`convergence.UntilConverged`) the
     chains are extended in blocks until R-hat and bulk ESS meet its thresholds or
-    ``until.max_iterations``.  A block after a check with R-hat <= 1.1 keeps the
-    frozen kernel and the kept draws become those after ``max(burn_in, total / 2)``
-    (the first half is discarded, Gelman's rule); after a check with R-hat > 1.1 the
-    chains are clearly not mixing, so the block first adapts the proposal again for
-    half its length and everything before that point is discarded.
+    ``until.max_iterations``.  A block after a check with R-hat <= 1.1 just continues
+    the chains with the frozen kernel (the kept draws grow: every draw after the
+    burn-in); after a check with R-hat > 1.1 the chains are clearly not mixing, so the
+    block first adapts the proposal again for half its length and everything before
+    that point is discarded (a new, longer burn-in).
     Returns per-chain dicts and the run's convergence record."""
     from simcalib.bayes.convergence import diagnose, is_converged
 
@@ -394,7 +394,6 @@ def run_lockstep(pb: Any, cfg: Any, init: dict[str, Any], hyper: Any,
                 record["readapted"] = record.get("readapted", 0) + 1
             else:
                 state.advance(n_more, **kw)
-                discard = max(discard, state.it // 2)
             assert state.kept_from is not None
             drop = discard - state.kept_from
             r_hat, ess = check()
