@@ -252,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-output", action="store_true", help="skip the output metrics")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--aggregate-only", action="store_true",
+                    help="run nothing: tables from the runs already stored (whole "
+                         "replications only: every protocol and method present)")
     ap.add_argument("--work-dir", default=str(ROOT / "results" / "bayes_paper"))
     ap.add_argument("--out-dir", default=str(ROOT / "docs" / "results"))
     args = ap.parse_args(argv)
@@ -275,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
                     job["path"] = str(_cached(job, work))
                     jobs.append(job)
     todo = [j for j in jobs if not _stored_matches(j)]
+    if args.aggregate_only:
+        missing = {(j["setting"], j["rep"]) for j in todo}
+        jobs = [j for j in jobs if (j["setting"], j["rep"]) not in missing]
+        todo = []
+        log.info("aggregate only: %d whole replications stored",
+                 len({(j["setting"], j["rep"]) for j in jobs}))
     log.info("%d runs, %d already done; %d job(s) in parallel", len(jobs),
              len(jobs) - len(todo), args.jobs)
     t0 = time.perf_counter()
@@ -308,8 +317,17 @@ def main(argv: list[str] | None = None) -> int:
             all_paired.append(conv if len(conv) else paired[paired["subset"] == "all"]
                               if len(paired) else paired)
             cpu = {m: [r["cpu_total"] for r in runs if r["method"] == m] for m in METHODS}
-            write_json({"command": command, "setting": s, "protocol": proto,
-                        "replications": args.reps, "sampler": sampler, "seed": args.seed,
+            n_reps = len({r["rep"] for r in runs})
+            regen = (f"python benchmarks/bayes_paper.py --settings {s} --protocols "
+                     f"{' '.join(args.protocols)} --reps {n_reps} --iterations "
+                     f"{args.iterations} --burn-in {sampler['burn_in']} --chains "
+                     f"{args.chains} --engine {args.engine} --seed {args.seed}"
+                     + (f" --until-converged {args.until_converged}"
+                        if args.until_converged else "")
+                     + (" --no-output" if args.no_output else "") + " --jobs 2")
+            write_json({"command": command, "regenerate": regen, "setting": s,
+                        "protocol": proto, "replications": n_reps, "sampler": sampler,
+                        "seed": args.seed,
                         "convergence_thresholds": {"r_hat": args.rhat, "ess_bulk": args.ess},
                         "unconverged": {m: sum(not r["converged"] for r in runs
                                                if r["method"] == m) for m in METHODS},

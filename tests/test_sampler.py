@@ -77,12 +77,13 @@ def test_mos_batch_matches_kernels_and_is_orthogonal():
         np.testing.assert_allclose(jac[lane].T @ d[lane], 0.0, atol=1e-9)
 
 
-def test_engines_sample_the_same_posterior():
+@pytest.mark.parametrize("method", ["koh", "mos"])
+def test_engines_sample_the_same_posterior(method):
     """Vectorized and sequential engines on one fixed data set: posterior means and
     10/50/90% quantiles agree within Monte-Carlo error (4 standard errors from each
     engine's ESS).  Ten observation times make the posterior wide, so a wrong logit
     Jacobian or a wrong lane bookkeeping would show."""
-    pb, _ = _problem("two_mass", "koh", n_obs=10)
+    pb, _ = _problem("two_mass", method, n_obs=10)
     out = {}
     for engine in ("sequential", "vectorized"):
         cfg = SamplerConfig(iterations=6000, burn_in=2000, chains=2, adapt_every=100,
