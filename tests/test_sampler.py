@@ -77,18 +77,19 @@ def test_mos_batch_matches_kernels_and_is_orthogonal():
         np.testing.assert_allclose(jac[lane].T @ d[lane], 0.0, atol=1e-9)
 
 
-@pytest.mark.parametrize("method", ["koh", "mos"])
-def test_engines_sample_the_same_posterior(method):
+def _compare_engines(method: str, iterations: int, burn_in: int, chains: int) -> None:
     """Vectorized and sequential engines on one fixed data set: posterior means and
-    10/50/90% quantiles agree within Monte-Carlo error (4 standard errors from each
-    engine's ESS).  Ten observation times make the posterior wide, so a wrong logit
-    Jacobian or a wrong lane bookkeeping would show."""
+    10/50/90% quantiles agree within Monte-Carlo error (4 standard errors of the mean
+    from each engine's ESS; 6 for quantiles, whose MC error is 1.3-1.8x the mean's for
+    near-normal marginals).  Ten observation times make the posterior wide and push
+    k2 against its bound, so a wrong logit Jacobian or lane bookkeeping would show."""
     pb, _ = _problem("two_mass", method, n_obs=10)
     out = {}
     for engine in ("sequential", "vectorized"):
-        cfg = SamplerConfig(iterations=6000, burn_in=2000, chains=2, adapt_every=100,
-                            log_every=0, progress=False, engine=engine, ls_starts=4)
-        res = run(pb, cfg, 11, ("t", engine), init_keys=("t", "init"))
+        cfg = SamplerConfig(iterations=iterations, burn_in=burn_in, chains=chains,
+                            adapt_every=100, log_every=0, progress=False, engine=engine,
+                            ls_starts=4)
+        res = run(pb, cfg, 11, ("t2", engine), init_keys=("t", "init"))
         draws = {n: np.stack([c.theta[:, i] for c in res.chains])
                  for i, n in enumerate(pb.setting.params)}
         draws["gamma"] = np.exp(np.stack([c.log_gamma for c in res.chains]))
@@ -103,10 +104,21 @@ def test_engines_sample_the_same_posterior(method):
         se = sd * np.sqrt(1.0 / ess_a + 1.0 / ess_b)
         assert abs(a.mean() - b.mean()) < 4 * se, (name, a.mean(), b.mean(), se)
         for q in (0.1, 0.5, 0.9):
-            # MC error of a quantile is about that of the mean times 1.3-1.8 for
-            # near-normal marginals
             qa, qb = np.quantile(a, q), np.quantile(b, q)
             assert abs(qa - qb) < 6 * se, (name, q, qa, qb, se)
+
+
+def test_engines_sample_the_same_posterior_koh():
+    _compare_engines("koh", 6000, 2000, 2)
+
+
+@pytest.mark.slow
+def test_engines_sample_the_same_posterior_mos():
+    """MOS on the same data: its k2 posterior is skewed against the bound 100, so the
+    10% quantile needs long chains (4 x 16,000; ~70 CPU s on a loaded core): at 2 x
+    6,000 the engines' k2 10% quantiles differed by 11 with ESS ~25, both far from
+    the long-run value."""
+    _compare_engines("mos", 16000, 4000, 4)
 
 
 def test_vectorized_draws_stay_in_bounds_and_record_convergence():
