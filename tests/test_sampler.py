@@ -198,3 +198,29 @@ def test_sampler_config_errors_name_the_key(bad, key):
     with pytest.raises(ConfigError) as exc:
         SamplerConfig.from_dict({"iterations": 100, "burn_in": 50, **bad})
     assert exc.value.path == key
+
+
+def test_cli_reference_protocol_reads_truth(tmp_path, capsys):
+    """``bayes-run`` under ``protocol: reference`` needs ``--truth`` (a clear error
+    naming the key without it) and records protocol and stop reason in run.json."""
+    import json
+
+    from simcalib.cli import main as cli_main
+
+    d = tmp_path
+    assert cli_main(["bayes-data", "--params", json.dumps({"refine": 2}), "--seed", "3",
+                     "--setting", "two_mass", "--rep", "0", "--obs", str(d / "obs.csv"),
+                     "--dense", str(d / "dense.csv"), "--truth", str(d / "truth.json")]) == 0
+    params = json.dumps({"sampler": {"iterations": 200, "burn_in": 100, "log_every": 0,
+                                     "protocol": "reference"}, "refine": 2})
+    base = ["bayes-run", "--params", params, "--seed", "3", "--setting", "two_mass",
+            "--method", "mos", "--data", str(d / "obs.csv"), "--posterior",
+            str(d / "p.nc"), "--summary", str(d / "s.csv"), "--run-info", str(d / "r.json")]
+    assert cli_main(base) != 0
+    assert "bayes.sampler.protocol" in capsys.readouterr().err
+    assert cli_main([*base, "--truth", str(d / "truth.json")]) == 0
+    info = json.loads((d / "r.json").read_text())
+    assert info["sampler_record"]["protocol"] == "reference"
+    assert info["sampler_record"]["stop_reason"] == "fixed_length"
+    truth = json.loads((d / "truth.json").read_text())
+    assert info["init_theta"]["k1"] == pytest.approx(truth["theta"]["k1"])
