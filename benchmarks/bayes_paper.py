@@ -212,21 +212,33 @@ def output_table(runs: list[dict[str, Any]], setting: str, protocol: str,
 
 
 def plot_paired(paired: pd.DataFrame, path: Path) -> None:
+    """Paired RMSE differences per parameter, both subsets (every data set; only those
+    where both chain sets converged), with +-2 s.e. bars and the paper's difference."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     groups = list(paired.groupby(["setting", "protocol"], sort=False))
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.8 * len(groups), 3.8), squeeze=False)
     for ax, ((s, proto), g) in zip(axes[0], groups, strict=True):
-        y = np.arange(len(g))
-        ax.errorbar(g["rmse_diff"], y, xerr=2 * g["rmse_diff_se"], fmt="o", label="ours, +-2 SE")
-        ax.plot(g["paper_rmse_diff"], y, "x", color="C3", label="paper")
+        params = list(dict.fromkeys(g["parameter"]))
+        y = {p: i for i, p in enumerate(params)}
+        for k, (sub, style) in enumerate((("all", "o"), ("converged", "s"))):
+            h = g[g["subset"] == sub]
+            if not len(h):
+                continue
+            yy = np.array([y[p] for p in h["parameter"]]) + (0.12 if k else -0.12)
+            ax.errorbar(h["rmse_diff"], yy, xerr=2 * h["rmse_diff_se"], fmt=style,
+                        mfc="none" if k else None,
+                        label=f"{sub} data sets (R = {int(h['replications'].iloc[0])}), +-2 SE")
+        first = g.drop_duplicates("parameter")
+        ax.plot(first["paper_rmse_diff"], [y[p] for p in first["parameter"]], "x",
+                color="C3", label="paper (R = 100)")
         ax.axvline(0, color="0.5", lw=0.8)
-        ax.set_yticks(y, g["parameter"])
+        ax.set_yticks(range(len(params)), params)
         ax.set_xlabel("RMSE(MOS) - RMSE(KOH)  (< 0: MOS better)")
-        ax.set_title(f"{s}, {proto} (R = {int(g['replications'].iloc[0])})", fontsize=9)
+        ax.set_title(f"{s}, protocol {proto}", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -313,9 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             write_csv(params, out_dir / f"{stem}_params.csv")
             write_csv(paired, out_dir / f"{stem}_paired.csv")
             write_csv(outputs, out_dir / f"{stem}_output.csv")
-            conv = paired[paired["subset"] == "converged"] if len(paired) else paired
-            all_paired.append(conv if len(conv) else paired[paired["subset"] == "all"]
-                              if len(paired) else paired)
+            all_paired.append(paired)
             cpu = {m: [r["cpu_total"] for r in runs if r["method"] == m] for m in METHODS}
             n_reps = len({r["rep"] for r in runs})
             regen = (f"python benchmarks/bayes_paper.py --settings {s} --protocols "
