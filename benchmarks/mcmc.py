@@ -1,8 +1,15 @@
-"""MCMC speed: seconds per chain and ESS per second, KOH and MOS, every model.
+"""MCMC speed: seconds per chain and ESS per second, KOH and MOS, every model, for
+both sampler engines side by side (``vectorized`` = the lock-step engine, default;
+``sequential`` = the earlier one-chain-at-a-time engine) with their ratio.
 
     python benchmarks/mcmc.py            # 10,000 iterations (5,000 burn-in), 2 chains
     python benchmarks/mcmc.py --quick    # 2,000 iterations, plus the 10,000-iteration
                                          # two-mass MOS speed target (minutes)
+    python benchmarks/mcmc.py --engines vectorized   # one engine only
+
+Both engines see the same data set and the same least-squares start; ESS at 2,000
+iterations (``--quick``) is small and noisy (chains still adapting for half of them),
+so the ratios there are indicative; ``--iterations 10000`` gives the stable ones.
 
 Goal: one 10,000-iteration MOS chain on the two-mass model in <= 30 s on one core
 (the reference code needs about 16 min).  Each row: one data set (replication 0 of the
@@ -40,23 +47,24 @@ from simcalib.bayes.synthetic import simulate  # noqa: E402
 from simcalib.io import write_csv  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
 
-COLUMNS = ["setting", "method", "iterations", "seconds", "ess_bulk_min", "rhat_max",
+COLUMNS = ["setting", "method", "engine", "iterations", "seconds", "ess_bulk_min", "rhat_max",
            "ess_per_s", "ms_per_iteration", "cpu_seconds", "ess_per_cpu_s", "acceptance",
            "ode_failures", "chains", "load"]
 
 
-def bench(name: str, method: str, iterations: int, chains: int, seed: int) -> dict:
+def bench(name: str, method: str, iterations: int, chains: int, seed: int,
+          engine: str = "vectorized") -> dict:
     setting = make_setting(name)
     sim = simulate(setting, rng(seed, "bayes", name, "data", 0))
     pb = Likelihood(setting, sim.obs, method)
     cfg = SamplerConfig(iterations=iterations, burn_in=iterations // 2, chains=chains,
-                        log_every=0, progress=False)
+                        log_every=0, progress=False, engine=engine)
     res = run(pb, cfg, seed, ("bayes", name, method, 0), init_keys=("bayes", name, "init", 0))
     summ = summarize(build_idata(pb, res, {"setting": name, "method": method}), setting.params)
     secs = [c.seconds for c in res.chains]
     cpu = [c.cpu_seconds for c in res.chains]
     ess = float(summ["ess_bulk"].min())
-    return {"setting": name, "method": method, "iterations": iterations,
+    return {"setting": name, "method": method, "engine": engine, "iterations": iterations,
             "seconds": sum(secs) / len(secs), "ess_bulk_min": ess,
             "rhat_max": float(summ["r_hat"].max()), "ess_per_s": ess / sum(secs),
             "ms_per_iteration": 1000 * sum(secs) / (len(secs) * iterations),
@@ -66,6 +74,19 @@ def bench(name: str, method: str, iterations: int, chains: int, seed: int) -> di
             "chains": chains, "load": os.getloadavg()[0]}
 
 
+def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, method, iterations): CPU ms per iteration and bulk ESS per
+    CPU second of both engines, and their ratios (vectorized / sequential)."""
+    keys = ["setting", "method", "iterations"]
+    cols = ["ms_per_iteration", "cpu_seconds", "ess_bulk_min", "rhat_max", "ess_per_cpu_s"]
+    seq = df[df.engine == "sequential"].set_index(keys)[cols]
+    vec = df[df.engine == "vectorized"].set_index(keys)[cols]
+    out = seq.join(vec, lsuffix="_seq", rsuffix="_vec", how="inner")
+    out["cpu_speedup"] = out["cpu_seconds_seq"] / out["cpu_seconds_vec"]
+    out["ess_per_cpu_s_ratio"] = out["ess_per_cpu_s_vec"] / out["ess_per_cpu_s_seq"]
+    return out.reset_index()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2,000 iterations (plus the target)")
@@ -73,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--settings", nargs="+", default=list(BUILTIN))
     ap.add_argument("--methods", nargs="+", default=["koh", "mos"])
+    ap.add_argument("--engines", nargs="+", default=["sequential", "vectorized"],
+                    choices=["sequential", "vectorized"])
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--output", default=str(ROOT / "results" / "benchmarks" / "mcmc.csv"))
     args = ap.parse_args(argv)
@@ -84,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         jobs.insert(0, ("two_mass", "mos", 10000))   # the speed target, always at full length
     rows = []
     t0 = time.perf_counter()
-    for s, m, n in jobs:
-        row = bench(s, m, n, args.chains, args.seed)
+    for (s, m, n), e in ((j, e) for j in jobs for e in args.engines):
+        row = bench(s, m, n, args.chains, args.seed, e)
         rows.append(row)
-        print(f"{s:16s} {m:4s} {n:6d} it  {row['seconds']:7.2f} s/chain "
+        print(f"{s:16s} {m:4s} {e[:4]} {n:6d} it  {row['seconds']:7.2f} s/chain "
               f"({row['cpu_seconds']:6.2f} CPU s)  "
               f"{row['ms_per_iteration']:6.2f} ms/it  ESS_min {row['ess_bulk_min']:7.1f}  "
               f"ESS/s {row['ess_per_s']:7.2f}  R-hat {row['rhat_max']:.3f}  "
@@ -96,7 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(df, args.output)
     print()
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    target = df[(df.setting == "two_mass") & (df.method == "mos") & (df.iterations == 10000)]
+    if {"sequential", "vectorized"} <= set(args.engines):
+        ratios = ratio_table(df)
+        ratio_path = str(Path(args.output).with_name(Path(args.output).stem + "_ratios.csv"))
+        write_csv(ratios, ratio_path)
+        print("\nvectorized / sequential (same data, same start, same run):")
+        print(ratios.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print(f"wrote {ratio_path}")
+    target = df[(df.setting == "two_mass") & (df.method == "mos") & (df.iterations == 10000)
+                & (df.engine == args.engines[-1])]
     if len(target):
         sec = float(target["seconds"].iloc[0])
         cpu = float(target["cpu_seconds"].iloc[0])

@@ -63,6 +63,9 @@ rule bayes_data:
 rule bayes_run:
     input:
         obs=BAYES_DIR + "/data/rep{rep}/obs.csv",
+        # protocol "reference" starts at the truth (issue 16); honest runs never read it
+        truth=lambda w: ([f"results/bayes/{w.setting}/data/rep{w.rep}/truth.json"]
+                         if BAYES["sampler"].get("protocol") == "reference" else []),
     output:
         posterior=BAYES_DIR + "/{method}/rep{rep}/posterior.nc",
         summary=BAYES_DIR + "/{method}/rep{rep}/summary.csv",
@@ -72,6 +75,7 @@ rule bayes_run:
         cfg=lambda w: as_json({"sampler": BAYES["sampler"], "options": bayes_options(w.setting),
                                "refine": BAYES["refine"], "predict_draws": BAYES["predict_draws"]}),
         seed=config["seed"],
+        truth=lambda w, input: f"--truth {input.truth}" if input.truth else "",
     log:
         "results/logs/bayes/{setting}/{method}_rep{rep}.log",
     benchmark:
@@ -88,7 +92,7 @@ rule bayes_run:
         "simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} --rep {wildcards.rep} "
         "--data {input.obs} --posterior {output.posterior} --summary {output.summary} "
-        "--predictive {output.predictive} --run-info {output.info} > {log} 2>&1"
+        "--predictive {output.predictive} --run-info {output.info} {params.truth} > {log} 2>&1"
 
 
 rule bayes_metrics:

@@ -65,9 +65,17 @@ class SamplerConfig:
     ls_starts: int = 8
     log_every: int = 1000
     progress: bool = True
+    # "vectorized": all chains in lock-step, batched solves, logit-scale theta, pooled
+    # adaptation (simcalib.bayes.lockstep); "sequential": one chain after the other
+    engine: str = "vectorized"
+    protocol: str = "honest"          # or "reference" (start at the truth, +-box hyperpriors)
+    reference_box: float = 0.5
+    until_converged: dict[str, Any] | None = None  # {max_iterations, block, r_hat, ess_bulk}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], key: str = "bayes.sampler") -> SamplerConfig:
+        from simcalib.bayes.convergence import UntilConverged
+
         known = set(cls.__dataclass_fields__)
         extra = sorted(set(d) - known)
         if extra:
@@ -77,7 +85,26 @@ class SamplerConfig:
             raise ConfigError(f"{key}.burn_in", "need 0 <= burn_in < iterations")
         if cfg.chains < 1 or cfg.thin < 1 or cfg.adapt_every < 2 or cfg.ls_starts < 1:
             raise ConfigError(key, "chains, thin, ls_starts must be >= 1 and adapt_every >= 2")
+        if cfg.engine not in ("vectorized", "sequential"):
+            raise ConfigError(f"{key}.engine",
+                              f"{cfg.engine!r} is not one of ['vectorized', 'sequential']")
+        if cfg.protocol not in ("honest", "reference"):
+            raise ConfigError(f"{key}.protocol",
+                              f"{cfg.protocol!r} is not one of ['honest', 'reference']")
+        if not 0 < cfg.reference_box < 1:
+            raise ConfigError(f"{key}.reference_box", "must be in (0, 1)")
+        until = UntilConverged.from_dict(cfg.until_converged, cfg.iterations,
+                                         f"{key}.until_converged")
+        if until is not None and cfg.engine != "vectorized":
+            raise ConfigError(f"{key}.until_converged",
+                              "needs engine 'vectorized' (the sequential engine runs "
+                              "fixed-length chains)")
         return cfg
+
+    def until(self) -> Any:
+        from simcalib.bayes.convergence import UntilConverged
+
+        return UntilConverged.from_dict(self.until_converged, self.iterations)
 
 
 @dataclass
@@ -177,12 +204,25 @@ class ChainResult:
 class RunResult:
     chains: list[ChainResult]
     init: dict[str, Any] = field(default_factory=dict)
+    # how the run went: engine, protocol, iterations_run, r_hat_max, ess_bulk_min,
+    # converged (R-hat <= 1.01 and bulk ESS >= 400 unless until_converged says
+    # otherwise) and stop_reason (fixed_length | converged | max_iterations)
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 class Sampler:
-    def __init__(self, problem: Likelihood, cfg: SamplerConfig) -> None:
+    """The sequential engine: one chain after the other (``engine: sequential``)."""
+
+    def __init__(self, problem: Likelihood, cfg: SamplerConfig, hyper: Any = None) -> None:
+        from simcalib.bayes.protocol import HyperPrior
+
         self.pb, self.cfg = problem, cfg
         self.d = problem.p + 2
+        s = problem.setting
+        self.hyper = hyper or HyperPrior(tuple(s.gamma_prior), tuple(s.ell_prior))
+
+    def _log_prior_hyper(self, lg: float, ll: float) -> float:
+        return float(self.hyper.log_density(lg, ll))
 
     # ------------------------------------------------------------- pieces
     def _loglik(self, st: _State, sigma2: float, counters: Counters) -> float:
@@ -219,7 +259,11 @@ class Sampler:
                 return None
             counters.regularised += fac.regularised
         st = _State(x, f, c, c if fac is None else fac.c_delta, fac)
-        st.lp = self._loglik(st, sigma2, counters) + self.pb.log_prior_hyper(x[-2], x[-1])
+        prior = self._log_prior_hyper(x[-2], x[-1])
+        if not np.isfinite(prior):
+            counters.out_of_bounds += 1
+            return None
+        st.lp = self._loglik(st, sigma2, counters) + prior
         return st
 
     def _draw_delta(self, st: _State, sigma2: float, rng: np.random.Generator,
@@ -284,9 +328,9 @@ class Sampler:
         cfg, pb = self.cfg, self.pb
         counters = Counters()
         span = pb.upper - pb.lower
-        (mg, _), (ml, _) = pb.setting.gamma_prior, pb.setting.ell_prior
-        # start: LS fit jittered by the initial step, hyperparameters at their prior medians
-        x = np.concatenate([init["theta"], [mg, ml]])
+        # start: LS fit (or the truth, protocol reference) jittered by the initial step,
+        # hyperparameters at their prior medians (or their true values)
+        x = np.concatenate([init["theta"], init.get("hyper", self.hyper.start())])
         sigma2 = float(init["sigma2"])
         st = None
         for _ in range(100):
@@ -341,7 +385,7 @@ class Sampler:
             resid = pb.y - st.f - delta
             a0, b0 = pb.setting.sigma2_prior
             sigma2 = float((b0 + 0.5 * resid @ resid) / rng.gamma(a0 + 0.5 * pb.m))
-            st.lp = self._loglik(st, sigma2, counters) + pb.log_prior_hyper(st.x[-2], st.x[-1])
+            st.lp = self._loglik(st, sigma2, counters) + self._log_prior_hyper(st.x[-2], st.x[-1])
             hist[it] = st.x
             if it >= cfg.burn_in and (it - cfg.burn_in) % cfg.thin == 0:
                 out_theta[k] = st.x[: pb.p]
@@ -380,20 +424,68 @@ class Sampler:
 
 
 def run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
-        init_keys: tuple[Any, ...] | None = None) -> RunResult:
-    """Least-squares start, then ``cfg.chains`` chains, each with its own stream
-    ``rng(seed, *keys, chain)``."""
+        init_keys: tuple[Any, ...] | None = None,
+        truth: Mapping[str, Any] | None = None) -> RunResult:
+    """Start (least squares, or the truth under ``protocol: reference``), then
+    ``cfg.chains`` chains: in lock-step with one stream ``rng(seed, *keys, "vectorized")``
+    (``engine: vectorized``), or one after the other, each with its own stream
+    ``rng(seed, *keys, chain)`` (``engine: sequential``).  ``truth`` (theta, gamma, ell,
+    noise_variance) is only read under ``protocol: reference``."""
     from simcalib.bayes._threads import limit_blas_threads
+    from simcalib.bayes.protocol import hyper_prior, reference_start
     from simcalib.seeds import rng as make_rng
 
     limit_blas_threads(1)
-    sampler = Sampler(problem, cfg)
-    init = sampler.least_squares_start(make_rng(seed, *(init_keys or (*keys, "init"))))
-    log.info("least-squares start theta=%s cost=%.4g", np.round(init["theta"], 4), init["cost"])
+    hyper = hyper_prior(problem.setting, cfg.protocol, truth, cfg.reference_box)
+    if cfg.protocol == "reference":
+        init = reference_start(problem.setting, truth)
+        log.info("reference protocol: chains start at the truth theta=%s",
+                 np.round(init["theta"], 4))
+    else:
+        sampler = Sampler(problem, cfg, hyper)
+        init = sampler.least_squares_start(make_rng(seed, *(init_keys or (*keys, "init"))))
+        init["protocol"] = "honest"
+        log.info("least-squares start theta=%s cost=%.4g", np.round(init["theta"], 4),
+                 init["cost"])
+    if cfg.engine == "vectorized":
+        from simcalib.bayes.lockstep import run_lockstep
+
+        lanes, record = run_lockstep(problem, cfg, init, hyper,
+                                     make_rng(seed, *keys, "vectorized"), cfg.until())
+        chains = [ChainResult(c["theta"], c["log_gamma"], c["log_ell"], c["sigma2"],
+                              c["delta"], c["lp"], c["accepted"], c["acceptance"],
+                              Counters(**c["counters"]), c["seconds"], c["start"],
+                              c["cpu_seconds"]) for c in lanes]
+        for i, c in enumerate(chains):
+            log.info("chain %d: %.1f s, acceptance %.3f, %s", i, c.seconds, c.acceptance,
+                     c.counters)
+        _log_record(record)
+        return RunResult(chains, init, record)
+    sampler = Sampler(problem, cfg, hyper)
     chains = []
     for c in range(cfg.chains):
         res = sampler.run_chain(init, make_rng(seed, *keys, c), label=f"chain {c}")
         log.info("chain %d: %.1f s, acceptance %.3f, %s", c, res.seconds, res.acceptance,
                  res.counters)
         chains.append(res)
-    return RunResult(chains, init)
+    record = {"engine": "sequential", "protocol": cfg.protocol, "iterations_run": cfg.iterations,
+              "burn_in_used": cfg.burn_in, "stop_reason": "fixed_length"}
+    if cfg.chains > 1:
+        from simcalib.bayes.convergence import diagnose, is_converged
+
+        r_hat, ess = diagnose({"theta": np.stack([c.theta for c in chains]),
+                               "gamma": np.exp(np.stack([c.log_gamma for c in chains])),
+                               "ell": np.exp(np.stack([c.log_ell for c in chains])),
+                               "sigma2": np.stack([c.sigma2 for c in chains])})
+        record.update({"r_hat_max": r_hat, "ess_bulk_min": ess,
+                       "converged": is_converged(r_hat, ess)})
+    _log_record(record)
+    return RunResult(chains, init, record)
+
+
+def _log_record(record: Mapping[str, Any]) -> None:
+    if record.get("converged") is False:
+        log.warning("chain set NOT converged (R-hat max %.3f, bulk ESS min %.0f; thresholds "
+                    "1.01 / 400 unless until_converged sets others): treat the posterior "
+                    "with care", record.get("r_hat_max", float("nan")),
+                    record.get("ess_bulk_min", float("nan")))

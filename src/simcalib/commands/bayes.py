@@ -88,10 +88,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     t, y, outputs = read_obs(args.data)
     pb = Likelihood(setting, ObsData(t, y, outputs), args.method, source=args.data)
     keys = ("bayes", args.setting, args.method, args.rep)
-    result = run(pb, cfg, args.seed, keys, init_keys=("bayes", args.setting, "init", args.rep))
+    truth = None
+    if cfg.protocol == "reference":
+        if not args.truth:
+            raise ConfigError("bayes.sampler.protocol",
+                              "'reference' starts at the truth: pass --truth truth.json")
+        truth = read_json(args.truth)
+    result = run(pb, cfg, args.seed, keys, init_keys=("bayes", args.setting, "init", args.rep),
+                 truth=truth)
     attrs = {"setting": args.setting, "method": args.method, "rep": int(args.rep),
              "seed": int(args.seed), "iterations": cfg.iterations, "burn_in": cfg.burn_in,
-             "thin": cfg.thin}
+             "thin": cfg.thin, "protocol": cfg.protocol, "engine": cfg.engine,
+             "iterations_run": int(result.record.get("iterations_run", cfg.iterations)),
+             "stop_reason": str(result.record.get("stop_reason", "fixed_length"))}
     idata = build_idata(pb, result, attrs)
     write_netcdf(idata, args.posterior)
     summ = summarize(idata, setting.params)
@@ -117,7 +126,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "init_theta": dict(zip(setting.params, map(float, result.init["theta"]),
                                            strict=True)),
                     "ess_bulk_min": float(summ["ess_bulk"].min()),
-                    "rhat_max": float(summ["r_hat"].max()), **counters}, args.run_info)
+                    "rhat_max": float(summ["r_hat"].max()), **counters,
+                    "sampler_record": {k: v for k, v in result.record.items()
+                                       if isinstance(v, (str, int, float, bool))}},
+                   args.run_info)
     return 0
 
 
@@ -229,6 +241,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", required=True, help="CSV: mean, quantiles, ESS, R-hat")
     p.add_argument("--predictive", help="CSV: predicted process on the dense grid")
     p.add_argument("--run-info", help="JSON: timing, acceptance, counters")
+    p.add_argument("--truth", help="truth.json of simulated data (read only under "
+                   "sampler.protocol: reference)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bayes-metrics", help="aggregate replications into metrics tables")

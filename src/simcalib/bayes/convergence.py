@@ -1,0 +1,75 @@
+"""Convergence checks of a chain set: rank-normalised R-hat and bulk ESS (ArviZ).
+
+Thresholds default to Vehtari et al. (2021): R-hat <= 1.01 and bulk ESS >= 400 over
+all chains, for every physical parameter, gamma, ell and sigma^2.  Used by
+``sampler.until_converged`` to decide whether to extend the chains, and recorded
+with every run (``converged``, ``r_hat_max``, ``ess_bulk_min``, ``stop_reason``) so
+summaries and tables can show it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simcalib.errors import ConfigError
+
+
+@dataclass
+class UntilConverged:
+    """``sampler.until_converged``: extend in blocks of ``block`` iterations (default:
+    the configured ``iterations``) until converged or ``max_iterations`` in all."""
+
+    max_iterations: int
+    block: int | None = None
+    r_hat: float = 1.01
+    ess_bulk: float = 400.0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None, iterations: int,
+                  key: str = "bayes.sampler.until_converged") -> UntilConverged | None:
+        if d is None or d is False:
+            return None
+        if not isinstance(d, Mapping):
+            raise ConfigError(key, "must be a mapping with max_iterations (or null)")
+        extra = sorted(set(d) - {"max_iterations", "block", "r_hat", "ess_bulk"})
+        if extra:
+            raise ConfigError(f"{key}.{extra[0]}", "unknown key; allowed: "
+                              "['block', 'ess_bulk', 'max_iterations', 'r_hat']")
+        if "max_iterations" not in d:
+            raise ConfigError(f"{key}.max_iterations", "required")
+        uc = cls(int(d["max_iterations"]), None if d.get("block") is None else int(d["block"]),
+                 float(d.get("r_hat", 1.01)), float(d.get("ess_bulk", 400.0)))
+        if uc.max_iterations < iterations:
+            raise ConfigError(f"{key}.max_iterations",
+                              f"must be >= sampler.iterations ({iterations})")
+        if uc.block is not None and uc.block < 1:
+            raise ConfigError(f"{key}.block", "must be >= 1")
+        if uc.r_hat <= 1.0 or uc.ess_bulk <= 0:
+            raise ConfigError(key, "need r_hat > 1 and ess_bulk > 0")
+        return uc
+
+
+def diagnose(draws: Mapping[str, np.ndarray]) -> tuple[float, float]:
+    """``(max R-hat, min bulk ESS)`` over every scalar of ``draws`` (each array
+    (chains, draws) or (chains, draws, k)).  R-hat is NaN with one chain."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz as az
+
+        ds = az.convert_to_dataset({k: np.asarray(v) for k, v in draws.items()})
+        rhat = az.rhat(ds)
+        ess = az.ess(ds, method="bulk")
+    r = max(float(np.nanmax(rhat[k].values)) if np.any(np.isfinite(rhat[k].values))
+            else float("nan") for k in draws)
+    e = min(float(np.nanmin(ess[k].values)) for k in draws)
+    return r, e
+
+
+def is_converged(r_hat: float, ess: float, r_max: float = 1.01, ess_min: float = 400.0
+                 ) -> bool:
+    return bool(np.isfinite(r_hat) and r_hat <= r_max and ess >= ess_min)
