@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib.bayes.sampler import Likelihood, RunResult
+from simcalib.bayes.likelihood import Likelihood
+from simcalib.bayes.sampler import RunResult
 from simcalib.errors import DataError
 from simcalib.io import atomic_path
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from simcalib.bayes.kernels import ObsLayout, mos_from_koh, robust_cholesky
+from simcalib.bayes.likelihood import ObsData
 from simcalib.bayes.models import Setting
-from simcalib.bayes.sampler import ObsData
 from simcalib.errors import DataError
 
 
