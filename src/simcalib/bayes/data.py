@@ -59,11 +59,12 @@ def _numeric(df: pd.DataFrame, col: str, path: str) -> np.ndarray:
     return values.to_numpy(dtype=np.float64)
 
 
-def read_obs(path: str | os.PathLike[str], outputs: list[str] | None = None
-             ) -> tuple[ObsData, DataReport]:
+def read_obs(path: str | os.PathLike[str], outputs: list[str] | None = None,
+             quiet: bool = False) -> tuple[ObsData, DataReport]:
     """The observations in ``path`` (``time`` + one column per observed state).
 
-    ``outputs`` selects and orders the state columns (all non-time columns when None).
+    ``outputs`` selects and orders the state columns (all non-time columns when None);
+    ``quiet`` skips the warning about missing values (validation reads files twice).
     """
     path = str(path)
     df = read_csv(path)
@@ -104,7 +105,7 @@ def read_obs(path: str | os.PathLike[str], outputs: list[str] | None = None
         if n_inf:
             report.infinite[c] = n_inf
     y[~np.isfinite(y)] = np.nan
-    if report.missing or report.infinite:
+    if (report.missing or report.infinite) and not quiet:
         log.warning("%s: missing values left out of the likelihood: %s%s", path,
                     report.missing or "none", f"; infinite values (treated as missing): "
                     f"{report.infinite}" if report.infinite else "")

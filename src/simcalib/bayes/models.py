@@ -368,7 +368,7 @@ def _with_data(s: Setting, path: str, where: str, observed_given: bool,
     if not os.path.exists(file):
         raise ConfigError(f"{where}.data", f"data file {path!r} not found (looked in "
                           f"{search_dirs(dirs)})")
-    obs, _ = read_obs(file, s.observed if observed_given else None)
+    obs, _ = read_obs(file, s.observed if observed_given else None, quiet=True)
     unknown = [o for o in obs.outputs if o not in s.model.state_names]
     if unknown:
         raise ConfigError(f"{where}.data", f"{path}: column(s) {unknown} are not states of "
