@@ -19,8 +19,12 @@ BAYES_REPS = list(range(int(BAYES.get("replications", 0))))
 BAYES_DIR = "results/bayes/{setting}"
 # user model modules and data files are found beside the config file(s), then in the
 # working directory (no PYTHONPATH needed); relative, so moving the project reruns nothing
-BAYES_SEARCH = sorted(
-    {os.path.relpath(os.path.dirname(os.path.abspath(str(f)))) for f in workflow.configfiles}
+# (then the workflow's own directory, for the shipped examples under resources/)
+BAYES_SEARCH = list(
+    dict.fromkeys(
+        [os.path.relpath(os.path.dirname(os.path.abspath(str(f)))) for f in workflow.configfiles]
+        + [os.path.relpath(workflow.basedir)]
+    )
 )
 BAYES_DATA_SETTINGS = check_data_settings(config, BAYES_SEARCH)
 BAYES_SYNTHETIC = [s for s in BAYES_SETTINGS if s not in BAYES_DATA_SETTINGS]
@@ -44,7 +48,7 @@ def bayes_run_params(setting):
 def bayes_run_minutes(wildcards):
     """Generous runtime (minutes): ~10 ms per iteration and chain covers the slowest
     model (FitzHugh-Nagumo) on a loaded core, plus start-up and prediction."""
-    s = BAYES.get("sampler", {})
+    s = {**BAYES.get("sampler", {}), **(bayes_options(wildcards.setting).get("sampler") or {})}
     return 10 + int(s.get("iterations", 2000) * s.get("chains", 2) * 0.01 / 60)
 
 
