@@ -307,3 +307,17 @@ def test_real_data_tables_and_figures_without_truth(data_run, tmp_path):
     assert cli_main(["bayes-plot", "--setting", "decay", "--data", str(d / "decay.csv"),
                      "--predictive", str(d / "koh_pred.csv"), "--out-uq", str(out / "u.png"),
                      "--out-marginals", str(out / "m.png")]) == 2
+
+
+def test_positive_synthetic_data_stay_positive_and_are_fitted_on_the_log_scale(user_dir):
+    from simcalib.bayes.synthetic import simulate
+    from simcalib.seeds import rng
+
+    s = make_setting("decay", {"model": "decaymodel:setting", "positive": True,
+                               "noise_variance": 0.01, "t_end": 5.0}, dirs=[str(user_dir)])
+    assert s.gamma_prior is not None  # no data: the unit-scale priors
+    sim = simulate(s, rng(2, "pos"), refine=3)
+    assert np.all(sim.obs.y > 0) and np.all(sim.dense["xi"] > 0)
+    # multiplicative: log(xi / f) is the discrepancy
+    np.testing.assert_allclose(np.log(sim.dense["xi"] / sim.dense["f"]), sim.dense["delta"])
+    Likelihood(s, sim.obs, "mos")  # accepted as positive data
