@@ -106,13 +106,16 @@ def trace_figure(idata: Any, names: list[str], title: str, path: str) -> None:
     draws = _draws(idata, names)
     fig, axes = plt.subplots(len(names), 2, figsize=(9, 1.6 * len(names)), squeeze=False,
                              gridspec_kw={"width_ratios": [3, 1]})
+    n_draws = next(iter(draws.values())).shape[1]
+    step = max(1, n_draws // 3000)  # a readable (and small) figure for long chains
+    it = np.arange(0, n_draws, step)
     for i, n in enumerate(names):
         for c, x in enumerate(draws[n]):
-            axes[i, 0].plot(x, lw=0.5, alpha=0.8, label=f"chain {c}")
+            axes[i, 0].plot(it, x[::step], lw=0.5, alpha=0.8, label=f"chain {c}")
             axes[i, 1].hist(x, bins=40, density=True, histtype="step", lw=1)
         axes[i, 0].set_ylabel(n, fontsize=8)
         axes[i, 1].set_yticks([])
-    axes[-1, 0].set_xlabel("kept iteration")
+    axes[-1, 0].set_xlabel("kept draw" + (f" (every {step}th shown)" if step > 1 else ""))
     axes[0, 0].legend(fontsize=7, loc="upper right")
     fig.suptitle(title)
     fig.tight_layout()
