@@ -287,6 +287,8 @@ def test_real_data_tables_and_figures_without_truth(data_run, tmp_path):
                      str(out / "tp.csv"), "--out-output", str(out / "to.csv")]) == 0
     tp = pd.read_csv(out / "tp.csv")
     assert len(tp) == 6 and {"koh_mean", "mos_mean", "koh_converged", "mos_r_hat"} <= set(tp)
+    assert tp["parameter"].tolist() == ["gamma", "delta", "x0", "hyper_gamma", "hyper_ell",
+                                        "hyper_sigma2"]  # the model's order, not sorted
     md = (out / "tp.md").read_text()
     assert "truth is unknown" in md and "onverge" in md
     ppc = pd.read_csv(out / "to.csv")

@@ -101,7 +101,8 @@ def comparison_table(summaries: dict[str, pd.DataFrame]) -> pd.DataFrame:
                                        else f"{m}_{c}")
         out = part if out is None else out.merge(part, on="parameter", how="outer", sort=False)
     assert out is not None
-    return out
+    order = list(dict.fromkeys(p for s in summaries.values() for p in s["parameter"]))
+    return out.set_index("parameter").loc[order].reset_index()
 
 
 PPC_COLUMNS = ["method", "output", "n_obs", "rmse_mean", "coverage_y95", "width_y95",
