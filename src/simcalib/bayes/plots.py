@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from simcalib.bayes.posterior import posterior_dataset, read_netcdf  # noqa: E402
 from simcalib.io import atomic_path  # noqa: E402
@@ -59,6 +60,7 @@ def output_uq_figure(setting: str, pred: pd.DataFrame, t: np.ndarray, y: np.ndar
                              color="tab:red" if note else "k")
             if j == 0:
                 ax.set_ylabel(out)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=6))  # calendar years stay legible
     axes[-1, 0].set_xlabel("t")
     axes[0, -1].legend(fontsize=7, loc="best")
     fig.tight_layout()
