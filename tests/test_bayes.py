@@ -282,6 +282,13 @@ def test_metrics_tables_and_plots(two_mass_run, tmp_path):
     tp = pd.read_csv(out / "tp.csv")
     assert tp.loc[(tp.method == "mos") & (tp.parameter == "k1"), "paper_rmse"].item() == 2.5667
     assert "Table 1" in (out / "tp.md").read_text()
+    # every table carries its trust signal: unconverged replications are counted
+    per = pd.read_csv(out / "per.csv")
+    expect = (~per["converged"].astype(bool)).groupby([per["method"], per["parameter"]]).sum()
+    got = met.set_index(["method", "parameter"])["unconverged"]
+    assert (got.sort_index() == expect.sort_index()).all()
+    md = (out / "tp.md").read_text()
+    assert ("not converged" in md) == bool(got.sum()) and "unconverged" in md
     assert cli_main(["bayes-plot", "--setting", "two_mass", "--data", str(d / "obs.csv"),
                      "--dense", str(d / "dense.csv"), "--truth", str(d / "truth.json"),
                      "--predictive", str(d / "koh_pred.csv"), str(d / "mos_pred.csv"),
