@@ -31,6 +31,10 @@ class Likelihood:
     def __init__(self, setting: Setting, data: ObsData, method: str, source: str = "data") -> None:
         if method not in ("koh", "mos"):
             raise ConfigError("method", f"{method!r} is not one of ['koh', 'mos']")
+        if not setting.priors_given:
+            raise ConfigError(f"bayes.setting_options.{setting.name}",
+                              "hyperpriors missing: give gamma_prior, ell_prior and sigma2_prior "
+                              "or derive them from the data (simcalib.bayes.hyperpriors)")
         self.setting, self.data, self.method = setting, data, method
         t = np.asarray(data.t, dtype=np.float64)
         if t.ndim != 1 or np.any(np.diff(t) <= 0):
