@@ -125,8 +125,6 @@ class ODEModel:
     # ---------------------------------------------------------------- initial state
     def set_z0(self, z0: Sequence[float | str]) -> None:
         """Initial states: numbers or sympy expressions of the parameter names."""
-        import sympy as sp
-
         z0 = list(z0)
         if len(z0) != self.n_state:
             raise ValueError(f"z0 has {len(z0)} values for {self.n_state} states "
@@ -136,6 +134,8 @@ class ODEModel:
             self.z0 = np.asarray(z0, dtype=np.float64)
             self._z0_fn = None
             return
+        import sympy as sp
+
         th = sp.symbols(f"th0:{self.n_param}", real=True) if self.n_param else ()
         local = {name: th[k] for k, name in enumerate(self.param_names)}
         exprs = []
