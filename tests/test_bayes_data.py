@@ -172,6 +172,9 @@ def test_positive_setting_models_the_log_scale(user_dir):
     s = make_setting("decay", {"model": "decaymodel:setting", "data": "decay.csv",
                                "positive": True}, dirs=[str(user_dir)])
     obs, _ = read_obs(s.data, s.observed)
+    with pytest.raises(ConfigError, match="hyperpriors missing"):
+        Likelihood(s, obs, "mos")  # a data setting's priors come from hyperpriors.py
+    s = s.with_unit_priors()
     pb = Likelihood(s, obs, "mos")
     np.testing.assert_allclose(pb.y, np.log(obs.y[:, 0]))
     th = np.array([0.3, 1.0, 100.0])
