@@ -168,13 +168,19 @@ def test_initial_states_as_parameter_expressions_have_sensitivities(linear):
 
 
 # ----------------------------------------------------------------------- (e) positivity
+def test_data_setting_without_derived_priors_warns(user_dir, caplog):
+    s = make_setting("decay", {"model": "decaymodel:setting", "data": "decay.csv"},
+                     dirs=[str(user_dir)])
+    with caplog.at_level(logging.WARNING):
+        pb = Likelihood(s, read_obs(s.data)[0], "koh")
+    assert "unit-scale defaults" in caplog.text and pb.setting.gamma_prior == (-2.0, 1.0)
+
+
 def test_positive_setting_models_the_log_scale(user_dir):
     s = make_setting("decay", {"model": "decaymodel:setting", "data": "decay.csv",
                                "positive": True}, dirs=[str(user_dir)])
     obs, _ = read_obs(s.data, s.observed)
-    with pytest.raises(ConfigError, match="hyperpriors missing"):
-        Likelihood(s, obs, "mos")  # a data setting's priors come from hyperpriors.py
-    s = s.with_unit_priors()
+    s = s.with_unit_priors()  # the priors do not matter here
     pb = Likelihood(s, obs, "mos")
     np.testing.assert_allclose(pb.y, np.log(obs.y[:, 0]))
     th = np.array([0.3, 1.0, 100.0])

@@ -7,6 +7,7 @@ MCMC algorithm.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,8 @@ import numpy as np
 from simcalib.bayes.kernels import ObsLayout
 from simcalib.bayes.models import Setting
 from simcalib.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,9 +35,13 @@ class Likelihood:
         if method not in ("koh", "mos"):
             raise ConfigError("method", f"{method!r} is not one of ['koh', 'mos']")
         if not setting.priors_given:
-            raise ConfigError(f"bayes.setting_options.{setting.name}",
-                              "hyperpriors missing: give gamma_prior, ell_prior and sigma2_prior "
-                              "or derive them from the data (simcalib.bayes.hyperpriors)")
+            # a Setting built by hand keeps the paper's unit-scale priors (as before);
+            # a data setting should have had them scaled to its data first
+            if setting.data is not None:
+                log.warning("%s: hyperpriors not given and not derived from the data: using "
+                            "the unit-scale defaults (see simcalib.bayes.hyperpriors)",
+                            setting.name)
+            setting = setting.with_unit_priors()
         self.setting, self.data, self.method = setting, data, method
         t = np.asarray(data.t, dtype=np.float64)
         if t.ndim != 1 or np.any(np.diff(t) <= 0):
