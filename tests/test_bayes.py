@@ -228,7 +228,7 @@ def test_short_two_mass_run_recovers_truth(two_mass_run):
     for method in ("koh", "mos"):
         summ = pd.read_csv(d / f"{method}.csv").set_index("parameter")
         for p, v in truth["theta"].items():
-            assert summ.loc[p, "q2.5"] <= v <= summ.loc[p, "q97.5"], (method, p)
+            assert summ.loc[p, "lower95"] <= v <= summ.loc[p, "upper95"], (method, p)
         info = json.loads((d / f"{method}.json").read_text())
         assert 0.05 < min(info["acceptance"]) < 0.7
         # chains start from least squares, not from the truth
@@ -240,13 +240,21 @@ def test_arviz_diagnostics_are_written(two_mass_run):
 
     d = two_mass_run
     summ = pd.read_csv(d / "mos.csv")
-    assert {"ess_bulk", "ess_tail", "r_hat", "q2.5", "q97.5"} <= set(summ.columns)
+    assert list(summ.columns[3:]) == ["parameter", "mean", "sd", "lower95", "upper95", "median",
+                                      "r_hat", "ess_bulk", "ess_tail", "converged"]
+    # the flag follows the thresholds exactly (R-hat <= 1.01 and bulk ESS >= 400)
+    expect = (summ["r_hat"] <= 1.01) & (summ["ess_bulk"] >= 400)
+    assert (summ["converged"] == expect).all()
     assert np.all(summ["r_hat"] < 1.5) and np.all(summ["ess_bulk"] > 10)
     idata = read_netcdf(d / "mos.nc")
     post = posterior_dataset(idata)
     assert post["k1"].shape == (2, 600)
-    assert post["delta"].shape == (2, 600, 20, 2)
-    assert {"gamma", "ell", "sigma2"} <= set(post.data_vars)
+    assert post["discrepancy"].shape == (2, 600, 20, 2)
+    assert {"hyper_gamma", "hyper_ell", "hyper_sigma2"} <= set(post.data_vars)
+    assert not {"gamma", "ell", "sigma2", "delta"} & set(post.data_vars)
+    ppc = idata.posterior_predictive["y"]
+    assert ppc.shape == (2, 600, 20, 2) and np.isfinite(ppc.values).all()
+    assert idata.observed_data["y"].shape == (20, 2)
     attrs = run_attrs(idata)
     assert attrs["method"] == "mos" and "ode_failures_chain0" in attrs
     pred = pd.read_csv(d / "mos_pred.csv")
@@ -274,6 +282,13 @@ def test_metrics_tables_and_plots(two_mass_run, tmp_path):
     tp = pd.read_csv(out / "tp.csv")
     assert tp.loc[(tp.method == "mos") & (tp.parameter == "k1"), "paper_rmse"].item() == 2.5667
     assert "Table 1" in (out / "tp.md").read_text()
+    # every table carries its trust signal: unconverged replications are counted
+    per = pd.read_csv(out / "per.csv")
+    expect = (~per["converged"].astype(bool)).groupby([per["method"], per["parameter"]]).sum()
+    got = met.set_index(["method", "parameter"])["unconverged"]
+    assert (got.sort_index() == expect.sort_index()).all()
+    md = (out / "tp.md").read_text()
+    assert ("not converged" in md) == bool(got.sum()) and "unconverged" in md
     assert cli_main(["bayes-plot", "--setting", "two_mass", "--data", str(d / "obs.csv"),
                      "--dense", str(d / "dense.csv"), "--truth", str(d / "truth.json"),
                      "--predictive", str(d / "koh_pred.csv"), str(d / "mos_pred.csv"),
@@ -299,10 +314,11 @@ def test_missing_observations_are_masked(settings, tmp_path):
     # the CLI reads empty cells as missing, and rejects non-numeric ones
     df = pd.DataFrame({"time": sim.obs.t, "x1": y[:, 0], "x2": y[:, 1]})
     df.to_csv(tmp_path / "obs.csv", index=False)
-    from simcalib.commands.bayes import read_obs
+    from simcalib.bayes.data import read_obs
 
-    t, yy, outs = read_obs(str(tmp_path / "obs.csv"))
-    assert np.isnan(yy[3, 0]) and outs == ["x1", "x2"]
+    obs, report = read_obs(str(tmp_path / "obs.csv"))
+    assert np.isnan(obs.y[3, 0]) and obs.outputs == ["x1", "x2"]
+    assert report.missing == {"x1": 1, "x2": 2}
     df.astype(object).assign(x1="oops").to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(DataError):
         read_obs(str(tmp_path / "bad.csv"))

@@ -1,28 +1,54 @@
 # Bayesian ODE calibration under model discrepancy (paper 3): KOH vs MOS.
 #
+# Synthetic settings (no `data` option):
 #   data (one per setting x replication, shared by both methods)
 #     -> run (one job per setting x method x replication: MCMC, netCDF, summary, predictive)
 #     -> metrics per setting -> tables beside the paper's numbers; example figures.
+# Real-data settings (`setting_options.<name>.data: file.csv`): no simulation, no truth:
+#   fit (one job per method: results/bayes/<name>/<method>/...) -> diagnostics figures
+#     -> KOH vs MOS table and predictive check, data-and-bands figure.
+
+import os
+
+from simcalib.bayes.checks import check_data_settings
 
 BAYES = config.get("bayes", {})
 BAYES_SETTINGS = list(BAYES.get("settings", []))
 BAYES_METHODS = list(BAYES.get("methods", ["koh", "mos"]))
 BAYES_REPS = list(range(int(BAYES.get("replications", 0))))
 BAYES_DIR = "results/bayes/{setting}"
+# user model modules and data files are found beside the config file(s), then in the
+# working directory (no PYTHONPATH needed); relative, so moving the project reruns nothing
+# (then the workflow's own directory, for the shipped examples under resources/)
+BAYES_SEARCH = list(
+    dict.fromkeys(
+        [os.path.relpath(os.path.dirname(os.path.abspath(str(f)))) for f in workflow.configfiles]
+        + [os.path.relpath(workflow.basedir)]
+    )
+)
+BAYES_DATA_SETTINGS = check_data_settings(config, BAYES_SEARCH)
+BAYES_SYNTHETIC = [s for s in BAYES_SETTINGS if s not in BAYES_DATA_SETTINGS]
 
 
 localrules:
     bayes_table,
+    bayes_compare,
 
 
 def bayes_options(setting):
     return (BAYES.get("setting_options") or {}).get(setting, {})
 
 
+def bayes_run_params(setting):
+    return as_json({"sampler": BAYES["sampler"], "options": bayes_options(setting),
+                    "convergence": BAYES["convergence"], "refine": BAYES["refine"],
+                    "predict_draws": BAYES["predict_draws"], "search_dirs": BAYES_SEARCH})
+
+
 def bayes_run_minutes(wildcards):
     """Generous runtime (minutes): ~10 ms per iteration and chain covers the slowest
     model (FitzHugh-Nagumo) on a loaded core, plus start-up and prediction."""
-    s = BAYES.get("sampler", {})
+    s = {**BAYES.get("sampler", {}), **(bayes_options(wildcards.setting).get("sampler") or {})}
     return 10 + int(s.get("iterations", 2000) * s.get("chains", 2) * 0.01 / 60)
 
 
@@ -41,7 +67,8 @@ rule bayes_data:
         dense=BAYES_DIR + "/data/rep{rep}/dense.csv",
         truth=BAYES_DIR + "/data/rep{rep}/truth.json",
     params:
-        cfg=lambda w: as_json({"options": bayes_options(w.setting), "refine": BAYES["refine"]}),
+        cfg=lambda w: as_json({"options": bayes_options(w.setting), "refine": BAYES["refine"],
+                               "search_dirs": BAYES_SEARCH}),
         seed=config["seed"],
     log:
         "results/logs/bayes/{setting}/data_rep{rep}.log",
@@ -72,8 +99,7 @@ rule bayes_run:
         predictive=BAYES_DIR + "/{method}/rep{rep}/predictive.csv",
         info=BAYES_DIR + "/{method}/rep{rep}/run.json",
     params:
-        cfg=lambda w: as_json({"sampler": BAYES["sampler"], "options": bayes_options(w.setting),
-                               "refine": BAYES["refine"], "predict_draws": BAYES["predict_draws"]}),
+        cfg=lambda w: bayes_run_params(w.setting),
         seed=config["seed"],
         truth=lambda w, input: f"--truth {input.truth}" if input.truth else "",
     log:
@@ -156,6 +182,8 @@ rule bayes_plot:
                           method=BAYES_METHODS, allow_missing=True),
         posterior=expand(BAYES_DIR + "/{method}/rep{{rep}}/posterior.nc",
                          method=BAYES_METHODS, allow_missing=True),
+        summary=expand(BAYES_DIR + "/{method}/rep{{rep}}/summary.csv",
+                       method=BAYES_METHODS, allow_missing=True),
     output:
         uq=figure(BAYES_DIR + "/figures/output_uq_rep{rep}.png", "bayes_uq", "Paper 3",
                   "{setting}"),
@@ -177,21 +205,152 @@ rule bayes_plot:
     shell:
         "simcalib bayes-plot --setting {wildcards.setting} --data {input.obs} "
         "--dense {input.dense} --truth {input.truth} --predictive {input.predictive} "
-        "--posterior {input.posterior} --out-uq {output.uq} "
+        "--posterior {input.posterior} --summary {input.summary} --out-uq {output.uq} "
         "--out-marginals {output.marginals} > {log} 2>&1"
+
+
+# ------------------------------------------------------------------ real data
+def bayes_data_file(wildcards):
+    return BAYES_DATA_SETTINGS[wildcards.setting]
+
+
+rule bayes_fit:
+    input:
+        data=bayes_data_file,
+    output:
+        posterior=BAYES_DIR + "/{method}/posterior.nc",
+        summary=BAYES_DIR + "/{method}/summary.csv",
+        predictive=BAYES_DIR + "/{method}/predictive.csv",
+        info=BAYES_DIR + "/{method}/run.json",
+    params:
+        cfg=lambda w: bayes_run_params(w.setting),
+        seed=config["seed"],
+    log:
+        "results/logs/bayes/{setting}/{method}_fit.log",
+    benchmark:
+        "results/benchmarks/rules/bayes/{setting}/{method}_fit.tsv"
+    wildcard_constraints:
+        setting="|".join(BAYES_DATA_SETTINGS) or "^$",
+        method="koh|mos",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=bayes_run_minutes,
+    shell:
+        "simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
+        "--setting {wildcards.setting} --method {wildcards.method} "
+        "--data {input.data} --posterior {output.posterior} --summary {output.summary} "
+        "--predictive {output.predictive} --run-info {output.info} > {log} 2>&1"
+
+
+rule bayes_diagnostics:
+    input:
+        posterior=BAYES_DIR + "/{method}/posterior.nc",
+    output:
+        trace=figure(BAYES_DIR + "/{method}/figures/trace.png", "bayes_trace", "Paper 3",
+                     "{setting}"),
+        rank=figure(BAYES_DIR + "/{method}/figures/rank.png", "bayes_trace", "Paper 3",
+                    "{setting}"),
+        pair=figure(BAYES_DIR + "/{method}/figures/pair.png", "bayes_pair", "Paper 3",
+                    "{setting}"),
+    log:
+        "results/logs/bayes/{setting}/{method}_diagnostics.log",
+    benchmark:
+        "results/benchmarks/rules/bayes/{setting}/{method}_diagnostics.tsv"
+    wildcard_constraints:
+        setting="|".join(BAYES_DATA_SETTINGS) or "^$",
+        method="koh|mos",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    shell:
+        "simcalib bayes-diagnostics --posterior {input.posterior} --out-trace {output.trace} "
+        "--out-rank {output.rank} --out-pair {output.pair} > {log} 2>&1"
+
+
+rule bayes_compare:
+    input:
+        data=bayes_data_file,
+        summary=expand(BAYES_DIR + "/{method}/summary.csv", method=BAYES_METHODS,
+                       allow_missing=True),
+        predictive=expand(BAYES_DIR + "/{method}/predictive.csv", method=BAYES_METHODS,
+                          allow_missing=True),
+    output:
+        params=figure(BAYES_DIR + "/table_params.csv", "bayes_compare", "Paper 3", "{setting}"),
+        params_md=BAYES_DIR + "/table_params.md",
+        output=figure(BAYES_DIR + "/table_output.csv", "bayes_compare", "Paper 3", "{setting}"),
+        output_md=BAYES_DIR + "/table_output.md",
+    log:
+        "results/logs/bayes/{setting}/compare.log",
+    benchmark:
+        "results/benchmarks/rules/bayes/{setting}/compare.tsv"
+    wildcard_constraints:
+        setting="|".join(BAYES_DATA_SETTINGS) or "^$",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    shell:
+        "simcalib bayes-compare --setting {wildcards.setting} --data {input.data} "
+        "--summary {input.summary} --predictive {input.predictive} "
+        "--out-params {output.params} --out-output {output.output} > {log} 2>&1"
+
+
+# real-data settings share table file names with the synthetic tables
+ruleorder: bayes_compare > bayes_table
+
+
+rule bayes_data_plot:
+    input:
+        data=bayes_data_file,
+        summary=expand(BAYES_DIR + "/{method}/summary.csv", method=BAYES_METHODS,
+                       allow_missing=True),
+        predictive=expand(BAYES_DIR + "/{method}/predictive.csv", method=BAYES_METHODS,
+                          allow_missing=True),
+    output:
+        uq=figure(BAYES_DIR + "/figures/predictive.png", "bayes_data_uq", "Paper 3",
+                  "{setting}"),
+        uq_csv=BAYES_DIR + "/figures/predictive.csv",
+    log:
+        "results/logs/bayes/{setting}/data_plot.log",
+    benchmark:
+        "results/benchmarks/rules/bayes/{setting}/data_plot.tsv"
+    wildcard_constraints:
+        setting="|".join(BAYES_DATA_SETTINGS) or "^$",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    shell:
+        "simcalib bayes-plot --setting {wildcards.setting} --data {input.data} "
+        "--predictive {input.predictive} --summary {input.summary} "
+        "--out-uq {output.uq} > {log} 2>&1"
 
 
 BAYES_EXAMPLE = min(int(BAYES.get("example_rep", 0)), max(len(BAYES_REPS) - 1, 0))
 
 BAYES_TARGETS = [
     f
-    for s in BAYES_SETTINGS
+    for s in BAYES_SYNTHETIC
     for f in (
         f"results/bayes/{s}/metrics.csv",
         f"results/bayes/{s}/table_params.md",
         f"results/bayes/{s}/table_output.md",
         f"results/bayes/{s}/figures/output_uq_rep{BAYES_EXAMPLE}.png",
         f"results/bayes/{s}/figures/marginals_rep{BAYES_EXAMPLE}.png",
+    )
+]
+
+BAYES_TARGETS += [
+    f
+    for s in BAYES_DATA_SETTINGS
+    for f in (
+        f"results/bayes/{s}/table_params.md",
+        f"results/bayes/{s}/table_output.md",
+        f"results/bayes/{s}/figures/predictive.png",
+        *(f"results/bayes/{s}/{m}/figures/{k}.png" for m in BAYES_METHODS
+          for k in ("trace", "rank", "pair")),
     )
 ]
 

@@ -5,6 +5,11 @@ Modules, one job each:
 * :mod:`~simcalib.bayes.ode` -- ODE models with forward sensitivities solved jointly,
   Jacobians derived automatically (sympy, or torch.func as a fallback);
 * :mod:`~simcalib.bayes.models` -- the paper's settings and user settings;
+* :mod:`~simcalib.bayes.loading`, :mod:`~simcalib.bayes.data` -- user model modules and
+  data files (found beside the config, checked before sampling);
+* :mod:`~simcalib.bayes.likelihood`, :mod:`~simcalib.bayes.hyperpriors` -- data and the
+  likelihood pieces (log scale for positive settings), data-scaled default hyperpriors;
+* :mod:`~simcalib.bayes.fit` -- one calibration end to end (what ``bayes-run`` calls);
 * :mod:`~simcalib.bayes.kernels` -- SE kernel, KOH and MOS covariances, stable Cholesky;
 * :mod:`~simcalib.bayes.sampler` -- adaptive Metropolis-within-Gibbs (paper Algorithm 1);
 * :mod:`~simcalib.bayes.synthetic` -- synthetic data as in the paper;

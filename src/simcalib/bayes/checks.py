@@ -2,15 +2,21 @@
 
 Cheap on purpose (they run when the workflow starts): settings must be built in or
 name a model factory, burn-in must be shorter than the chain, bounds ordered, priors
-proper.  Building the ODE models (sympy) is left to the jobs.
+proper.  Building the ODE models (sympy) is left to :func:`check_data_settings`, which
+the workflow calls once when it starts (it knows where the config files are): user
+models are imported and built, data files read and checked against them, so a wrong
+module, an rhs of the wrong length, an unknown observed state or a ``t0`` after the
+first data time fail before any job runs, naming the setting and the problem.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Sequence
 from typing import Any
 
-from simcalib.bayes.models import BUILTIN
+from simcalib.bayes.models import BUILTIN, make_setting
 from simcalib.config import semantic_check
 from simcalib.errors import ConfigError
 
@@ -37,3 +43,35 @@ def check_bayes(config: dict[str, Any]) -> None:
                 raise ConfigError(f"bayes.setting_options.{name}.{k}", "second value must be > 0")
         if "sigma2_prior" in o and o["sigma2_prior"][0] <= 0:
             raise ConfigError(f"bayes.setting_options.{name}.sigma2_prior", "alpha must be > 0")
+        so = o.get("sampler") or {}
+        it = so.get("iterations", s.get("iterations"))
+        if it is not None and so.get("burn_in", s.get("burn_in", 0)) >= it:
+            raise ConfigError(f"bayes.setting_options.{name}.sampler.burn_in",
+                              f"must be < iterations ({it})")
+    conv = b.get("convergence") or {}
+    if "r_hat" in conv and conv["r_hat"] < 1.0:
+        raise ConfigError("bayes.convergence.r_hat", "R-hat is >= 1 by construction; "
+                          f"a threshold of {conv['r_hat']} can never be met")
+
+
+def check_data_settings(config: dict[str, Any], dirs: Sequence[str] = ()) -> dict[str, str]:
+    """Build every selected setting with a user model or a data file (imports the model,
+    traces its rhs, reads the data): errors name the setting.  Returns the data file
+    of each real-data setting, relative to the working directory when inside it."""
+    from simcalib.bayes.sampler import SamplerConfig
+
+    b = config.get("bayes") or {}
+    opts = b.get("setting_options") or {}
+    out: dict[str, str] = {}
+    for name in b.get("settings") or []:
+        o = dict(opts.get(name) or {})
+        if "model" not in o and "data" not in o:
+            continue
+        override = o.pop("sampler", None) or {}
+        SamplerConfig.from_dict({**(b.get("sampler") or {}), **override},
+                                key=f"bayes.setting_options.{name}.sampler")
+        setting = make_setting(name, o, dirs=dirs)
+        if setting.data is not None:
+            rel = os.path.relpath(setting.data)
+            out[name] = setting.data if rel.startswith("..") else rel
+    return out

@@ -19,23 +19,27 @@ import pandas as pd
 from simcalib.bayes import paper
 
 PARAM_COLUMNS = ["method", "parameter", "bias", "rmse", "coverage", "width", "replications",
-                 "rhat_max", "ess_bulk_min"]
+                 "rhat_max", "ess_bulk_min", "unconverged"]
 OUTPUT_COLUMNS = ["method", "rmse", "bias", "coverage", "width", "replications"]
 
 
 def parameter_metrics(per_rep: pd.DataFrame) -> pd.DataFrame:
-    """``per_rep``: one row per (method, rep, parameter) with truth, mean, q2.5, q97.5,
-    r_hat, ess_bulk."""
+    """``per_rep``: one row per (method, rep, parameter) with truth, mean, lower95,
+    upper95, r_hat, ess_bulk and converged.  ``unconverged`` counts the replications
+    whose chains for this parameter did not converge (they stay in the averages:
+    the count says how far to trust them)."""
     rows = []
     for (method, param), g in per_rep.groupby(["method", "parameter"], sort=False):
         err = g["mean"] - g["truth"]
-        covered = (g["q2.5"] <= g["truth"]) & (g["truth"] <= g["q97.5"])
+        covered = (g["lower95"] <= g["truth"]) & (g["truth"] <= g["upper95"])
         rows.append({"method": method, "parameter": param, "bias": err.mean(),
                      "rmse": float(np.sqrt(np.mean(err**2))),
                      "coverage": float(covered.mean()),
-                     "width": float((g["q97.5"] - g["q2.5"]).mean()), "replications": len(g),
-                     "rhat_max": float(g["r_hat"].max()),
-                     "ess_bulk_min": float(g["ess_bulk"].min())})
+                     "width": float((g["upper95"] - g["lower95"]).mean()),
+                     "replications": len(g), "rhat_max": float(g["r_hat"].max()),
+                     "ess_bulk_min": float(g["ess_bulk"].min()),
+                     "unconverged": int((~g["converged"].astype(bool)).sum())
+                     if "converged" in g else 0})
     return pd.DataFrame(rows, columns=PARAM_COLUMNS)
 
 
@@ -65,12 +69,69 @@ def output_metrics(per_rep: pd.DataFrame) -> pd.DataFrame:
 def parameter_table(setting: str, metrics: pd.DataFrame) -> pd.DataFrame:
     """Our metrics with the paper's beside them (NaN where the paper has none)."""
     ref = paper.PARAMS.get(setting, {})
-    out = metrics[["method", "parameter", "bias", "rmse", "coverage", "width",
-                   "replications"]].copy()
+    cols = ["method", "parameter", "bias", "rmse", "coverage", "width", "replications"]
+    out = metrics[[*cols, *[c for c in ("rhat_max", "ess_bulk_min", "unconverged")
+                            if c in metrics.columns]]].copy()
     for i, name in enumerate(["bias", "rmse", "coverage", "width"]):
         out[f"paper_{name}"] = [ref.get(m, {}).get(p, (np.nan,) * 4)[i]
                                 for m, p in zip(out["method"], out["parameter"], strict=True)]
     return out
+
+
+def convergence_note(metrics: pd.DataFrame) -> str:
+    """The trust line under a replication table: how many chain sets did not converge."""
+    if "unconverged" not in metrics.columns or metrics.empty:
+        return ""
+    bad = metrics[metrics["unconverged"] > 0]
+    if bad.empty:
+        return "Convergence: every chain set converged (R-hat and bulk ESS within thresholds).\n\n"
+    per = ", ".join(f"{r.method}/{r.parameter}: {int(r.unconverged)} of {int(r.replications)}"
+                    for r in bad.itertuples())
+    return ("**WARNING: not converged** (R-hat or bulk ESS outside thresholds; numbers "
+            f"flagged in `unconverged`): {per}.\n\n")
+
+
+def comparison_table(summaries: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """KOH and MOS side by side for one data set: per parameter and hyperparameter the
+    posterior mean, 95% interval, R-hat, bulk ESS and the converged flag of each method."""
+    out: pd.DataFrame | None = None
+    for method, s in summaries.items():
+        part = s[["parameter", "mean", "sd", "lower95", "upper95", "r_hat", "ess_bulk",
+                  "converged"]].rename(columns=lambda c, m=method: c if c == "parameter"
+                                       else f"{m}_{c}")
+        out = part if out is None else out.merge(part, on="parameter", how="outer", sort=False)
+    assert out is not None
+    order = list(dict.fromkeys(p for s in summaries.values() for p in s["parameter"]))
+    return out.set_index("parameter").loc[order].reset_index()
+
+
+PPC_COLUMNS = ["method", "output", "n_obs", "rmse_mean", "coverage_y95", "width_y95",
+               "coverage_xi95", "width_xi95"]
+
+
+def predictive_check(pred: pd.DataFrame, t: np.ndarray, y: np.ndarray,
+                     outputs: list[str]) -> pd.DataFrame:
+    """Posterior predictive check against the observations (no truth needed): per
+    method and state, the RMSE of the predicted process mean at the data, the share of
+    data inside the 95% band for new data (y: process plus noise; ~0.95 expected) and
+    inside the process band (xi: lower, the noise is left out), and the bands' widths."""
+    rows = []
+    for (method, out), g in pred.groupby(["method", "output"], sort=False):
+        if out not in outputs:
+            continue
+        j = outputs.index(out)
+        ok = np.isfinite(y[:, j])
+        gt = g["time"].to_numpy()
+        pos = np.array([int(np.argmin(np.abs(gt - ti))) for ti in t[ok]])
+        obs = y[ok, j]
+        row = {"method": method, "output": out, "n_obs": int(ok.sum()),
+               "rmse_mean": float(np.sqrt(np.mean((g["xi_mean"].to_numpy()[pos] - obs) ** 2)))}
+        for band in ("y", "xi"):
+            lo, hi = g[f"{band}_lo"].to_numpy()[pos], g[f"{band}_hi"].to_numpy()[pos]
+            row[f"coverage_{band}95"] = float(np.mean((lo <= obs) & (obs <= hi)))
+            row[f"width_{band}95"] = float(np.mean(hi - lo))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=PPC_COLUMNS)
 
 
 def output_table(setting: str, metrics: pd.DataFrame) -> pd.DataFrame:

@@ -17,16 +17,29 @@ FitzHugh-Nagumo regime.  See docs/bayes.md.
 
 from __future__ import annotations
 
-import importlib
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from simcalib.bayes.loading import load_factory, resolve_path, search_dirs
 from simcalib.bayes.ode import ODEModel
-from simcalib.errors import ConfigError
+from simcalib.errors import ConfigError, DataError
+
+# Names the posterior file and the summaries use for the discrepancy's hyperparameters
+# and variables: physical parameters live beside them, so they are namespaced (a
+# user's "gamma", the usual name of a recovery rate, must not meet the kernel's).
+HYPER = {"gamma": "hyper_gamma", "ell": "hyper_ell", "sigma2": "hyper_sigma2"}
+DISCREPANCY = "discrepancy"
+RESERVED = {*HYPER.values(), DISCREPANCY, "time", "output", "chain", "draw", "y", "lp",
+            "accepted"}
+# The unit-scale hyperpriors of the paper's settings: what a synthetic setting without
+# data uses when its factory gives none (a data setting derives them from its data).
+UNIT_PRIORS = {"gamma_prior": (-2.0, 1.0), "ell_prior": (-0.2, 0.8),
+               "sigma2_prior": (2.0, 0.1)}
 
 
 @dataclass
@@ -41,10 +54,14 @@ class Setting:
     n_obs: int = 20
     t_start: float = 0.0
     noise_variance: float = 0.1
-    gamma_prior: tuple[float, float] = (-2.0, 1.0)   # log gamma ~ N(mu, sd^2)
-    ell_prior: tuple[float, float] = (-0.2, 0.8)     # log ell ~ N(mu, sd^2)
-    sigma2_prior: tuple[float, float] = (2.0, 0.1)   # sigma^2 ~ IG(alpha, beta)
+    # None = not given: derived from the data (data settings, bayes/hyperpriors.py) or
+    # the unit-scale UNIT_PRIORS (synthetic settings)
+    gamma_prior: tuple[float, float] | None = None   # log gamma ~ N(mu, sd^2)
+    ell_prior: tuple[float, float] | None = None     # log ell ~ N(mu, sd^2)
+    sigma2_prior: tuple[float, float] | None = None  # sigma^2 ~ IG(alpha, beta)
     labels: dict[str, str] = field(default_factory=dict)  # parameter -> label in tables
+    positive: bool = False      # observations on the log scale (multiplicative error)
+    data: str | None = None     # observed data file (a real-data setting: no truth)
 
     @property
     def params(self) -> list[str]:
@@ -66,8 +83,17 @@ class Setting:
         return np.linspace(self.t_start, self.t_end, self.n_obs)
 
     def dense_times(self, refine: int) -> np.ndarray:
-        """A dense grid that contains every observation time."""
+        """A dense grid that contains every observation time (uniform designs)."""
         return np.linspace(self.t_start, self.t_end, (self.n_obs - 1) * refine + 1)
+
+    @property
+    def priors_given(self) -> bool:
+        return None not in (self.gamma_prior, self.ell_prior, self.sigma2_prior)
+
+    def with_unit_priors(self) -> Setting:
+        """Missing hyperpriors replaced by the unit-scale defaults (synthetic data)."""
+        return replace(self, **{k: v for k, v in UNIT_PRIORS.items()
+                                if getattr(self, k) is None})
 
 
 # ----------------------------------------------------------------- built-in ODEs
@@ -143,20 +169,21 @@ def _two_mass() -> Setting:
     model = two_mass_model()
     return Setting("two_mass", model, ["x1", "x2"],
                    {p: _SPRING_BOUNDS[p[0]] for p in model.param_names}, t_end=10.0,
-                   labels={p: f"{p[0]}_{p[1:]}" for p in model.param_names})
+                   **UNIT_PRIORS, labels={p: f"{p[0]}_{p[1:]}" for p in model.param_names})
 
 
 def _four_mass() -> Setting:
     model = four_mass_model()
     return Setting("four_mass", model, ["x1", "x2", "x3", "x4"],
                    {p: _SPRING_BOUNDS[p[0]] for p in model.param_names}, t_end=10.0,
-                   labels={p: f"{p[0]}_{p[1:]}" for p in model.param_names})
+                   **UNIT_PRIORS, labels={p: f"{p[0]}_{p[1:]}" for p in model.param_names})
 
 
 def _fhn() -> Setting:
     return Setting("fitzhugh_nagumo", fitzhugh_nagumo_model(), ["v", "w"],
                    {"a": (0.1, 1.0), "b": (0.1, 1.0), "I": (0.1, 1.0), "tau": (10.0, 25.0)},
                    t_end=100.0, gamma_prior=(-1.6, 1.0), ell_prior=(3.0, 0.4),
+                   sigma2_prior=UNIT_PRIORS["sigma2_prior"],
                    labels={"a": "a", "b": "b", "I": "I", "tau": "tau"})
 
 
@@ -180,17 +207,8 @@ BUILTIN: dict[str, Callable[[], Setting]] = {
 }
 
 OPTION_KEYS = ("model", "bounds", "noise_variance", "gamma_prior", "ell_prior",
-               "sigma2_prior", "n_obs", "t_end", "rtol", "atol", "observed")
-
-
-def _load_factory(spec: str, key: str) -> Callable[[], Setting]:
-    mod_name, _, fn_name = spec.partition(":")
-    if not fn_name:
-        raise ConfigError(key, f"{spec!r}: expected 'module:function'")
-    try:
-        return getattr(importlib.import_module(mod_name), fn_name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(key, f"cannot import {spec!r}: {exc}") from None
+               "sigma2_prior", "n_obs", "t_end", "rtol", "atol", "observed", "data",
+               "positive", "z0", "t0", "sampler")
 
 
 def _pair(value: Any, key: str, positive_second: bool = True) -> tuple[float, float]:
@@ -205,19 +223,29 @@ def _pair(value: Any, key: str, positive_second: bool = True) -> tuple[float, fl
 
 
 def make_setting(name: str, options: Mapping[str, Any] | None = None,
-                 key: str = "bayes.setting_options") -> Setting:
+                 key: str = "bayes.setting_options", dirs: Sequence[str] = ()) -> Setting:
     """The built-in setting ``name`` with ``options`` applied, or a user setting whose
-    ``options['model']`` names a factory ``module:function`` returning a Setting."""
+    ``options['model']`` names a factory ``module:function`` returning a Setting.
+
+    With ``options['data']`` the setting is a real-data one: the data file is read and
+    checked against the model (observed states, ``t0``), the time design is the data's.
+    ``dirs`` are searched (before the working directory) for model modules and data.
+    """
     opts = dict(options or {})
     where = f"{key}.{name}"
     unknown = sorted(set(opts) - set(OPTION_KEYS))
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}", f"unknown option; allowed: {list(OPTION_KEYS)}")
     if "model" in opts:
-        factory = _load_factory(str(opts["model"]), f"{where}.model")
-        setting = factory()
+        spec = str(opts["model"])
+        factory = load_factory(spec, f"{where}.model", dirs)
+        try:
+            setting = factory()
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            raise ConfigError(f"{where}.model", f"model {spec!r}: {exc}") from None
         if not isinstance(setting, Setting):
-            raise ConfigError(f"{where}.model", "factory must return a simcalib.bayes.Setting")
+            raise ConfigError(f"{where}.model", f"factory {spec!r} must return a "
+                              f"simcalib.bayes.Setting, got {type(setting).__name__}")
         setting = replace(setting, name=name)
     elif name in BUILTIN:
         setting = BUILTIN[name]()
@@ -240,17 +268,60 @@ def make_setting(name: str, options: Mapping[str, Any] | None = None,
         changes["n_obs"] = int(opts["n_obs"])
     if "observed" in opts:
         changes["observed"] = list(opts["observed"])
+    if "positive" in opts:
+        changes["positive"] = bool(opts["positive"])
     setting = replace(setting, **changes)
     if "rtol" in opts:
         setting.model.rtol = float(opts["rtol"])
     if "atol" in opts:
         setting.model.atol = float(opts["atol"])
+    if "t0" in opts:
+        setting.model.t0 = float(opts["t0"])
+    if "z0" in opts:
+        try:
+            setting.model.set_z0(list(opts["z0"]))
+        except ValueError as exc:
+            raise ConfigError(f"{where}.z0", str(exc)) from None
+    if "data" in opts:
+        setting = _with_data(setting, str(opts["data"]), where, "observed" in opts, dirs)
+    else:
+        setting = setting.with_unit_priors()
     check_setting(setting, where)
     return setting
 
 
+def _with_data(s: Setting, path: str, where: str, observed_given: bool,
+               dirs: Sequence[str]) -> Setting:
+    """A real-data setting: its observed states and time design come from the file."""
+    from simcalib.bayes.data import read_obs
+
+    file = resolve_path(path, search_dirs(dirs))
+    if not os.path.exists(file):
+        raise ConfigError(f"{where}.data", f"data file {path!r} not found (looked in "
+                          f"{search_dirs(dirs)})")
+    obs, _ = read_obs(file, s.observed if observed_given else None, quiet=True)
+    unknown = [o for o in obs.outputs if o not in s.model.state_names]
+    if unknown:
+        raise ConfigError(f"{where}.data", f"{path}: column(s) {unknown} are not states of "
+                          f"the model {s.model.state_names} (rename the columns, or list "
+                          "the observed states in 'observed')")
+    if obs.t[0] < s.model.t0:
+        raise ConfigError(f"{where}.t0", f"the model starts at t0 = {s.model.t0:g}, after the "
+                          f"first data time {obs.t[0]:g} in {path}; set t0 <= {obs.t[0]:g} "
+                          "(and z0 at that time)")
+    if len(obs.t) < 3:
+        raise DataError(file, "need at least 3 observation times")
+    return replace(s, data=file, observed=list(obs.outputs), t_start=float(obs.t[0]),
+                   t_end=float(obs.t[-1]), n_obs=len(obs.t))
+
+
 def check_setting(s: Setting, where: str) -> None:
     """Fail early on bounds, priors and designs that cannot work."""
+    clash = sorted(set(s.params) & RESERVED)
+    if clash:
+        raise ConfigError(f"{where}.model", f"parameter name(s) {clash} are reserved for the "
+                          f"discrepancy model and the posterior file ({sorted(RESERVED)}); "
+                          "rename them")
     for p in s.params:
         if p not in s.bounds:
             raise ConfigError(f"{where}.bounds.{p}", "missing bounds")
@@ -258,12 +329,13 @@ def check_setting(s: Setting, where: str) -> None:
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ConfigError(f"{where}.bounds.{p}", f"need finite lower < upper, got [{lo}, {hi}]")
     for k in ("gamma_prior", "ell_prior"):
-        mu, sd = getattr(s, k)
-        if not (math.isfinite(mu) and sd > 0):
-            raise ConfigError(f"{where}.{k}", f"need finite mean and sd > 0, got {(mu, sd)}")
-    a, b = s.sigma2_prior
-    if not (a > 0 and b > 0):
-        raise ConfigError(f"{where}.sigma2_prior", f"need alpha > 0 and beta > 0, got {(a, b)}")
+        v = getattr(s, k)
+        if v is not None and not (math.isfinite(v[0]) and v[1] > 0):
+            raise ConfigError(f"{where}.{k}", f"need finite mean and sd > 0, got {v}")
+    if s.sigma2_prior is not None:
+        a, b = s.sigma2_prior
+        if not (a > 0 and b > 0):
+            raise ConfigError(f"{where}.sigma2_prior", f"need alpha > 0 and beta > 0, got {(a, b)}")
     if not s.noise_variance > 0:
         raise ConfigError(f"{where}.noise_variance", "must be > 0")
     if s.n_obs < 3:
@@ -274,3 +346,6 @@ def check_setting(s: Setting, where: str) -> None:
     if missing or not s.observed:
         raise ConfigError(f"{where}.observed",
                           f"observed states {missing or '[]'} not in {s.model.state_names}")
+    if s.data is None and s.t_start < s.model.t0:
+        raise ConfigError(f"{where}.t0", f"t0 = {s.model.t0:g} is after the first "
+                          f"observation time {s.t_start:g}")

@@ -4,8 +4,8 @@ A model is written once, as a plain Python right-hand side ``rhs(t, z, th, m)``
 (``m`` is a math namespace: use ``m.exp``, ``m.sin`` ...).  The Jacobians
 ``G_z = dG/dz`` and ``G_theta = dG/dtheta`` that the sensitivity equations
 
-    dz/dt = G(t, z, theta),            z(0) = z0
-    dS/dt = G_z S + G_theta,           S(0) = 0
+    dz/dt = G(t, z, theta),            z(t0) = z0(theta)
+    dS/dt = G_z S + G_theta,           S(t0) = dz0/dtheta
 
 need are derived automatically, never by hand:
 
@@ -23,6 +23,10 @@ Two solvers:
   one matrix exponential ``expm(M h)``: no step-size error and ~50 us per solve;
 * ``lsoda`` -- otherwise, scipy's LSODA (``odeint``) on the augmented system, with
   tolerances from the setting.
+
+Initial states may be numbers or expressions of the parameters (strings such as
+``"S0"`` or ``"N - I0"``, parsed by sympy): an outbreak's initial susceptible count is
+then calibrated like any rate, and its sensitivities start at ``dz0/dtheta``.
 
 A solve that fails or produces non-finite values returns ``None``: the sampler then
 rejects the proposal and counts it.
@@ -54,6 +58,10 @@ class Solution:
     s: np.ndarray | None
 
 
+class RhsShapeError(ValueError):
+    """The right-hand side returned a number of values other than the number of states."""
+
+
 class _TorchMath:
     """Math namespace handed to a right-hand side evaluated with torch tensors."""
 
@@ -70,13 +78,14 @@ class ODEModel:
     ----------
     rhs: ``rhs(t, z, th, m) -> sequence of N expressions`` using ``m.exp`` etc.
     state_names, param_names: names of the N states and p parameters.
-    z0: initial state at ``t0``.
+    z0: initial state at ``t0``: numbers, or strings that are expressions of the
+        parameter names (e.g. ``"S0"``, ``"N - I0"``).
     solver: ``"auto"`` (expm if linear homogeneous, else lsoda), ``"expm"``, ``"lsoda"``.
     differentiation: ``"auto"`` (sympy, falling back to torch), ``"sympy"``, ``"torch"``.
     """
 
     def __init__(self, rhs: Rhs, state_names: Sequence[str], param_names: Sequence[str],
-                 z0: Sequence[float], t0: float = 0.0, solver: str = "auto",
+                 z0: Sequence[float | str], t0: float = 0.0, solver: str = "auto",
                  differentiation: str = "auto", rtol: float = 1e-7, atol: float = 1e-9,
                  mxstep: int = 20000) -> None:
         self.rhs = rhs
@@ -84,9 +93,9 @@ class ODEModel:
         self.param_names = list(param_names)
         self.n_state = len(self.state_names)
         self.n_param = len(self.param_names)
-        self.z0 = np.asarray(z0, dtype=np.float64)
-        if self.z0.shape != (self.n_state,):
-            raise ValueError(f"z0 has {self.z0.size} values for {self.n_state} states")
+        if len(set(self.param_names)) != self.n_param:
+            raise ValueError(f"duplicate parameter names in {self.param_names}")
+        self.set_z0(z0)
         self.t0 = float(t0)
         self.rtol, self.atol, self.mxstep = rtol, atol, mxstep
         self.differentiation = "torch"
@@ -95,6 +104,8 @@ class ODEModel:
             try:
                 self._build_sympy()
                 self.differentiation = "sympy"
+            except RhsShapeError:
+                raise
             except Exception as exc:  # noqa: BLE001 - any tracing failure means "use torch"
                 if differentiation == "sympy":
                     raise ValueError(f"cannot trace the right-hand side symbolically: {exc}"
@@ -102,6 +113,7 @@ class ODEModel:
                 log.debug("sympy tracing failed (%s); using torch autograd", exc)
         if self.differentiation == "torch":
             self._build_torch()
+            self._check_length_numerically()
         if solver == "auto":
             solver = "expm" if self._linear is not None else "lsoda"
         if solver == "expm" and self._linear is None:
@@ -109,6 +121,63 @@ class ODEModel:
         if solver not in ("expm", "lsoda"):
             raise ValueError(f"unknown solver {solver!r}; use auto, expm or lsoda")
         self.solver = solver
+
+    # ---------------------------------------------------------------- initial state
+    def set_z0(self, z0: Sequence[float | str]) -> None:
+        """Initial states: numbers or sympy expressions of the parameter names."""
+        z0 = list(z0)
+        if len(z0) != self.n_state:
+            raise ValueError(f"z0 has {len(z0)} values for {self.n_state} states "
+                             f"{self.state_names}")
+        self.z0_spec = z0
+        if all(not isinstance(v, str) for v in z0):
+            self.z0 = np.asarray(z0, dtype=np.float64)
+            self._z0_fn = None
+            return
+        import sympy as sp
+
+        th = sp.symbols(f"th0:{self.n_param}", real=True) if self.n_param else ()
+        local = {name: th[k] for k, name in enumerate(self.param_names)}
+        exprs = []
+        for i, v in enumerate(z0):
+            if not isinstance(v, str):
+                exprs.append(sp.Float(float(v)))
+                continue
+            try:
+                e = sp.sympify(v, locals=local)
+            except (sp.SympifyError, SyntaxError, TypeError) as exc:
+                raise ValueError(f"z0[{i}] ({self.state_names[i]}) = {v!r} is not an "
+                                 f"expression: {exc}") from None
+            unknown = sorted(str(x) for x in e.free_symbols - set(th))
+            if unknown:
+                raise ValueError(f"z0[{i}] ({self.state_names[i]}) = {v!r} uses {unknown}, "
+                                 f"which are not parameters {self.param_names}")
+            exprs.append(e)
+        vec = sp.Matrix(exprs)
+        fn = sp.lambdify((list(th),), list(vec), modules="math")
+        jac = sp.lambdify((list(th),), vec.jacobian(list(th)), modules="numpy")
+        self._z0_fn = (fn, jac)
+        self.z0 = np.full(self.n_state, np.nan)  # depends on theta: see initial_state
+
+    def initial_state(self, theta: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """``z0(theta)`` and ``dz0/dtheta`` (n x p; zero for numeric initial states)."""
+        if self._z0_fn is None:
+            return self.z0, np.zeros((self.n_state, self.n_param))
+        fn, jac = self._z0_fn
+        th = [float(v) for v in theta]
+        return (np.asarray(fn(th), dtype=np.float64),
+                np.asarray(jac(th), dtype=np.float64).reshape(self.n_state, self.n_param))
+
+    def _check_length_numerically(self) -> None:
+        """The torch path cannot trace: evaluate the rhs once at a neutral point."""
+        try:
+            out = self.rhs(self.t0, [1.0] * self.n_state, [1.0] * self.n_param, np)
+        except Exception:  # noqa: BLE001 - a failure here may be the neutral point only
+            return
+        n_out = len(list(out))
+        if n_out != self.n_state:
+            raise RhsShapeError(f"rhs returned {n_out} values for {self.n_state} states "
+                                f"{self.state_names}")
 
     # ---------------------------------------------------------------- building
     def _build_sympy(self) -> None:
@@ -120,7 +189,8 @@ class ODEModel:
         th = list(sp.symbols(f"th0:{p}", real=True))
         g = sp.Matrix(list(self.rhs(t, z, th, sp)))
         if g.shape != (n, 1):
-            raise ValueError(f"rhs returned {g.shape[0]} values for {n} states")
+            raise RhsShapeError(f"rhs returned {g.shape[0]} values for {n} states "
+                                f"{self.state_names}")
         gz = g.jacobian(z)
         gth = g.jacobian(th)
         s = sp.Matrix(n, p, lambda i, k: sp.Symbol(f"s{i}_{k}", real=True))
@@ -227,10 +297,11 @@ class ODEModel:
         n, p = self.n_state, self.n_param
         thl = th.tolist()
         grid = t if t[0] == self.t0 else np.concatenate([[self.t0], t])
+        z0, s0 = self.initial_state(th)
         if sens:
-            fun, x0 = self._aug, np.concatenate([self.z0, np.zeros(n * p)])
+            fun, x0 = self._aug, np.concatenate([z0, s0.reshape(-1)])
         else:
-            fun, x0 = self._g, self.z0
+            fun, x0 = self._g, z0
 
         def f(x: np.ndarray, tt: float) -> list[float]:
             return fun(tt, x.tolist(), thl)
@@ -251,12 +322,12 @@ class ODEModel:
         assert self._linear is not None
         n, p = self.n_state, self.n_param
         a_fn, m_fn = self._linear
+        z0, s0 = self.initial_state(th)
         if sens:
             m = np.asarray(m_fn(th.tolist()), dtype=np.float64)
-            x0 = np.zeros(n * (p + 1))
-            x0[:n] = self.z0
+            x0 = np.concatenate([z0, s0.T.reshape(-1)])  # block k+1 holds S[:, k]
         else:
-            m, x0 = np.asarray(a_fn(th.tolist()), dtype=np.float64), self.z0.copy()
+            m, x0 = np.asarray(a_fn(th.tolist()), dtype=np.float64), z0.copy()
         steps = np.diff(t, prepend=self.t0)
         if steps.min() < 0:
             raise ValueError("times must be increasing and >= t0")
@@ -292,4 +363,4 @@ def finite_difference_sensitivities(model: ODEModel, theta: Sequence[float], t: 
     return out
 
 
-__all__ = ["ODEModel", "Solution", "finite_difference_sensitivities"]
+__all__ = ["ODEModel", "RhsShapeError", "Solution", "finite_difference_sensitivities"]

@@ -7,16 +7,40 @@ ArviZ 0.2x (InferenceData) and 1.x (DataTree) differ in ``from_dict``'s signatur
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from simcalib.bayes.sampler import Likelihood, RunResult
+from simcalib.bayes.likelihood import Likelihood
+from simcalib.bayes.models import DISCREPANCY, HYPER
+from simcalib.bayes.sampler import RunResult
 from simcalib.errors import DataError
 from simcalib.io import atomic_path
+
+log = logging.getLogger(__name__)
+HYPER_NAMES = [HYPER["gamma"], HYPER["ell"], HYPER["sigma2"]]
+SUMMARY_COLUMNS = ["parameter", "mean", "sd", "lower95", "upper95", "median", "r_hat",
+                   "ess_bulk", "ess_tail", "converged"]
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """The thresholds a chain set must meet to be called converged (Vehtari et al.
+    2021: rank-normalised R-hat <= 1.01 and bulk ESS >= 400)."""
+
+    r_hat: float = 1.01
+    ess_bulk: float = 400.0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Convergence:
+        d = d or {}
+        return cls(float(d.get("r_hat", 1.01)), float(d.get("ess_bulk", 400.0)))
 
 
 def _az() -> Any:
@@ -32,16 +56,20 @@ def _major() -> int:
 
 def to_inference_data(posterior: dict[str, np.ndarray], sample_stats: dict[str, np.ndarray],
                       observed: dict[str, np.ndarray], coords: dict[str, Any],
-                      dims: dict[str, list[str]], attrs: dict[str, Any]) -> Any:
+                      dims: dict[str, list[str]], attrs: dict[str, Any],
+                      posterior_predictive: dict[str, np.ndarray] | None = None) -> Any:
     az = _az()
     if _major() >= 1:  # pragma: no cover - ArviZ 1.x needs Python >= 3.12
-        idata = az.from_dict({"posterior": posterior, "sample_stats": sample_stats,
-                              "observed_data": observed}, coords=coords, dims=dims)
+        groups = {"posterior": posterior, "sample_stats": sample_stats, "observed_data": observed}
+        if posterior_predictive:
+            groups["posterior_predictive"] = posterior_predictive
+        idata = az.from_dict(groups, coords=coords, dims=dims)
         idata.attrs.update(attrs)
         for name in ("posterior", "sample_stats"):
             idata[name].attrs.update(attrs)
         return idata
     idata = az.from_dict(posterior=posterior, sample_stats=sample_stats, observed_data=observed,
+                         posterior_predictive=posterior_predictive or None,
                          coords=coords, dims=dims)
     idata.posterior.attrs.update(attrs)
     idata.sample_stats.attrs.update(attrs)
@@ -73,52 +101,103 @@ def read_netcdf(path: str | os.PathLike[str]) -> Any:
         raise DataError(str(path), f"not a readable ArviZ netCDF file ({exc})") from None
 
 
-def build_idata(pb: Likelihood, result: RunResult, attrs: dict[str, Any]) -> Any:
-    """Posterior (theta, gamma, ell, sigma2, delta), sample stats, observed data."""
+def _posterior_predictive(pb: Likelihood, result: RunResult, rng: np.random.Generator
+                          ) -> np.ndarray:
+    """Replicated data ``y_rep = f(theta) + delta + eps`` at the observed entries, one per
+    kept draw (the ODE is solved once per distinct theta: rejected proposals repeat it),
+    back on the data's scale for positive settings.  Shape (chains, draws, time, output)."""
+    chains = result.chains
+    out = np.full((len(chains), chains[0].theta.shape[0], *pb.mask.shape), np.nan)
+    for ci, c in enumerate(chains):
+        last_theta, f = None, None
+        for k in range(c.theta.shape[0]):
+            if last_theta is None or not np.array_equal(c.theta[k], last_theta):
+                fw = pb.forward(c.theta[k])
+                f = None if fw is None else fw[0]
+                last_theta = c.theta[k]
+            if f is None:
+                continue
+            rep = f + c.delta[k] + math.sqrt(c.sigma2[k]) * rng.standard_normal(pb.m)
+            out[ci, k] = pb.observed_matrix(np.exp(rep) if pb.positive else rep)
+    return out
+
+
+def build_idata(pb: Likelihood, result: RunResult, attrs: dict[str, Any],
+                predictive_rng: np.random.Generator | None = None) -> Any:
+    """Posterior (theta; the namespaced hyperparameters ``hyper_gamma``, ``hyper_ell``,
+    ``hyper_sigma2``; the ``discrepancy`` at the observed entries), sample stats, the
+    observed data and, with ``predictive_rng``, the posterior predictive of the data."""
     params = pb.setting.params
     chains = result.chains
     post: dict[str, np.ndarray] = {}
     for k, name in enumerate(params):
         post[name] = np.stack([c.theta[:, k] for c in chains])
-    post["gamma"] = np.exp(np.stack([c.log_gamma for c in chains]))
-    post["ell"] = np.exp(np.stack([c.log_ell for c in chains]))
-    post["sigma2"] = np.stack([c.sigma2 for c in chains])
+    post[HYPER["gamma"]] = np.exp(np.stack([c.log_gamma for c in chains]))
+    post[HYPER["ell"]] = np.exp(np.stack([c.log_ell for c in chains]))
+    post[HYPER["sigma2"]] = np.stack([c.sigma2 for c in chains])
     n_t, n_o = pb.mask.shape
     delta = np.full((len(chains), chains[0].delta.shape[0], n_t, n_o), np.nan)
     for ci, c in enumerate(chains):
         delta[ci][:, pb.ti, pb.oi] = c.delta
-    post["delta"] = delta
+    post[DISCREPANCY] = delta
     stats = {"lp": np.stack([c.lp for c in chains]),
              "accepted": np.stack([c.accepted.astype(bool) for c in chains])}
     coords = {"time": pb.t, "output": list(pb.data.outputs)}
-    dims = {"delta": ["time", "output"], "y": ["time", "output"]}
+    dims = {DISCREPANCY: ["time", "output"], "y": ["time", "output"]}
     counters = {f"{k}_chain{i}": v for i, c in enumerate(chains)
                 for k, v in vars(c.counters).items()}
     extra = {"acceptance": [c.acceptance for c in chains], "seconds": [c.seconds for c in chains],
+             "cpu_seconds": [float(getattr(c, "cpu_seconds", float("nan"))) for c in chains],
              "init_theta": list(map(float, result.init.get("theta", []))),
-             "parameters": ",".join(params), **counters}
+             "parameters": ",".join(params), "positive": int(pb.positive),
+             "scale": "log (multiplicative error)" if pb.positive else "linear", **counters}
     all_attrs = {**attrs, **{k: (np.asarray(v) if isinstance(v, list) else v)
                              for k, v in extra.items()}}
+    pp = None
+    if predictive_rng is not None:
+        pp = {"y": _posterior_predictive(pb, result, predictive_rng)}
     return to_inference_data(post, stats, {"y": np.asarray(pb.data.y, dtype=np.float64)},
-                             coords, dims, all_attrs)
+                             coords, dims, all_attrs, posterior_predictive=pp)
 
 
-def summarize(idata: Any, params: list[str]) -> pd.DataFrame:
-    """Per scalar variable: mean, sd, 2.5% / 50% / 97.5% quantiles (equal-tailed 95%),
-    bulk and tail ESS and rank-normalised R-hat (ArviZ)."""
+def summarize(idata: Any, params: list[str], convergence: Convergence | None = None
+              ) -> pd.DataFrame:
+    """Per scalar variable (physical parameters, then the namespaced hyperparameters):
+    mean, sd, equal-tailed 95% interval, median, rank-normalised R-hat, bulk and tail
+    ESS (ArviZ) and ``converged`` (R-hat and bulk ESS within ``convergence``; False
+    with a single chain, where R-hat is undefined)."""
     az = _az()
-    names = [*params, "gamma", "ell", "sigma2"]
+    conv = convergence or Convergence()
+    names = [*params, *HYPER_NAMES]
     post = posterior_dataset(idata)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        diag = az.summary(idata, var_names=names, kind="diagnostics")
+        diag = az.summary(idata, var_names=names, kind="diagnostics", round_to="none")
     rows = []
     for n in names:
         x = np.asarray(post[n].values, dtype=np.float64).ravel()
         q = np.quantile(x, [0.025, 0.5, 0.975])
-        rows.append({"parameter": n, "mean": x.mean(), "sd": x.std(ddof=1), "q2.5": q[0],
-                     "median": q[1], "q97.5": q[2],
-                     "ess_bulk": float(diag.loc[n, "ess_bulk"]),
+        r_hat, ess = float(diag.loc[n, "r_hat"]), float(diag.loc[n, "ess_bulk"])
+        rows.append({"parameter": n, "mean": x.mean(), "sd": x.std(ddof=1), "lower95": q[0],
+                     "upper95": q[2], "median": q[1], "r_hat": r_hat, "ess_bulk": ess,
                      "ess_tail": float(diag.loc[n, "ess_tail"]),
-                     "r_hat": float(diag.loc[n, "r_hat"])})
-    return pd.DataFrame(rows)
+                     "converged": bool(np.isfinite(r_hat) and r_hat <= conv.r_hat
+                                       and ess >= conv.ess_bulk)})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def warn_unconverged(summary: pd.DataFrame, label: str,
+                     convergence: Convergence | None = None) -> bool:
+    """One WARNING for a chain set with any unconverged variable; True if converged."""
+    conv = convergence or Convergence()
+    bad = summary[~summary["converged"].astype(bool)]
+    if bad.empty:
+        log.info("%s: converged (R-hat <= %g, bulk ESS >= %g for all %d variables)", label,
+                 conv.r_hat, conv.ess_bulk, len(summary))
+        return True
+    worst = ", ".join(f"{r.parameter} (R-hat {r.r_hat:.3f}, ESS {r.ess_bulk:.0f})"
+                      for r in bad.itertuples())
+    log.warning("%s: NOT CONVERGED (need R-hat <= %g and bulk ESS >= %g): %s; run longer "
+                "chains (bayes.sampler.iterations) before trusting these numbers", label,
+                conv.r_hat, conv.ess_bulk, worst)
+    return False

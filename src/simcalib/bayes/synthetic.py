@@ -6,6 +6,10 @@ that grid, so theta* stays the L2-minimiser of the true process); the true proce
 is ``xi = A z(theta*) + delta``; the data are ``xi`` at the n observation times (a
 subset of the dense grid) plus N(0, sigma_eps^2) noise.  The same data serve KOH and
 MOS of one replication.
+
+A ``positive`` setting is simulated on the log scale, as it is fitted:
+``xi = z(theta*) exp(delta)`` with delta orthogonal to the sensitivities of ``log z``,
+and multiplicative log-normal noise, so the data stay positive.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from simcalib.bayes.kernels import ObsLayout, mos_from_koh, robust_cholesky
+from simcalib.bayes.likelihood import ObsData
 from simcalib.bayes.models import Setting
-from simcalib.bayes.sampler import ObsData
 from simcalib.errors import DataError
 
 
@@ -41,7 +45,7 @@ def simulate(setting: Setting, rng: np.random.Generator, refine: int = 10,
         u = rng.uniform(size=len(setting.params))
         theta = setting.lower + (setting.upper - setting.lower) * u
         sol = model.solve(theta, t_dense)
-        if sol is not None:
+        if sol is not None and not (setting.positive and np.any(sol.z[:, idx] <= 0)):
             break
     else:
         raise DataError(setting.name, f"ODE failed for {max_tries} draws of theta")
@@ -54,13 +58,21 @@ def simulate(setting: Setting, rng: np.random.Generator, refine: int = 10,
     o_all = np.repeat(np.arange(n_out), len(t_dense))
     layout = ObsLayout.build(t_all, o_all)
     c = layout.koh(gamma, ell)
-    jac = sol.s[:, idx, :].transpose(1, 0, 2).reshape(n_out * len(t_dense), -1)
+    sens = sol.s[:, idx, :]
+    if setting.positive:
+        sens = sens / f[:, :, None]                     # sensitivities of log z
+    jac = sens.transpose(1, 0, 2).reshape(n_out * len(t_dense), -1)
     lc, _ = robust_cholesky(c, start=1e-10, limit=1e-1)
     fac = mos_from_koh(c, jac)
     delta = fac.project(lc @ rng.standard_normal(len(t_all))).reshape(n_out, len(t_dense)).T
-    xi = f + delta
     obs_pos = np.arange(0, len(t_dense), refine)
-    y = xi[obs_pos] + np.sqrt(setting.noise_variance) * rng.standard_normal((len(obs_pos), n_out))
+    eps = np.sqrt(setting.noise_variance) * rng.standard_normal((len(obs_pos), n_out))
+    if setting.positive:
+        xi = f * np.exp(delta)
+        y = xi[obs_pos] * np.exp(eps)
+    else:
+        xi = f + delta
+        y = xi[obs_pos] + eps
     truth = {"setting": setting.name, "theta": dict(zip(setting.params, map(float, theta),
                                                          strict=True)),
              "gamma": gamma, "ell": ell, "noise_variance": setting.noise_variance,

@@ -1,11 +1,14 @@
 """CLI verbs of the Bayesian ODE calibration stage (KOH vs MOS discrepancy).
 
 ``bayes-data``     simulate one replication's data (shared by KOH and MOS)
-``bayes-run``      sample one (setting, method, replication): posterior.nc, summary.csv,
-                   predictive.csv, run.json
+``bayes-run``      sample one (setting, method, replication) or one real data set:
+                   posterior.nc, summary.csv, predictive.csv, run.json
 ``bayes-metrics``  aggregate replications: metrics.csv, output_metrics.csv, per_replication.csv
 ``bayes-table``    the paper's tables with our numbers beside them (CSV + markdown)
-``bayes-plot``     output-UQ figure (paper Fig. 2/4/6/8/9) and posterior marginals
+``bayes-plot``     output-UQ figure (data, model-only and discrepancy-corrected bands; the
+                   true process and posterior marginals only when a truth is known)
+``bayes-diagnostics``  trace, rank and pair plots of one posterior
+``bayes-compare``  KOH and MOS side by side on one real data set (+ predictive check)
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ def cmd_data(args: argparse.Namespace) -> int:
     from simcalib.seeds import rng
 
     params = load_params(args.params)
-    setting = make_setting(args.setting, _options(params))
+    opts = {k: v for k, v in _options(params).items() if k != "sampler"}
+    setting = make_setting(args.setting, opts, dirs=params.get("search_dirs") or [])
     sim = simulate(setting, rng(args.seed, "bayes", args.setting, "data", args.rep),
                    refine=int(params.get("refine", 10)))
     obs = pd.DataFrame(sim.obs.y, columns=sim.obs.outputs)
@@ -56,80 +60,37 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_obs(path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """``time`` column plus one column per observed state; empty cells are missing."""
-    df = read_csv(path, required=["time"])
-    outputs = [c for c in df.columns if c != "time"]
-    if not outputs:
-        raise DataError(path, "no observed-state columns besides 'time'")
-    try:
-        y = df[outputs].to_numpy(dtype=np.float64)
-        t = df["time"].to_numpy(dtype=np.float64)
-    except ValueError as exc:
-        raise DataError(path, f"non-numeric values ({exc})") from None
-    if not np.all(np.isfinite(t)):
-        raise DataError(path, "missing or non-finite times")
-    return t, y, outputs
+def _obs_matrix(path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    from simcalib.bayes.data import read_obs
+
+    obs, _ = read_obs(path)
+    return obs.t, obs.y, obs.outputs
 
 
 # ----------------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace) -> int:
-    from simcalib.bayes.models import make_setting
-    from simcalib.bayes.posterior import build_idata, summarize, write_netcdf
-    from simcalib.bayes.predict import predictive
-    from simcalib.bayes.sampler import Likelihood, ObsData, SamplerConfig, run
-    from simcalib.seeds import rng
+    from simcalib.bayes.fit import calibrate
+    from simcalib.bayes.posterior import write_netcdf
 
     params = load_params(args.params)
-    setting = make_setting(args.setting, _options(params))
-    cfg = SamplerConfig.from_dict(params.get("sampler") or {})
-    if cfg.chains < 2:
-        log.warning("R-hat needs at least two chains; running %d", cfg.chains)
-    t, y, outputs = read_obs(args.data)
-    pb = Likelihood(setting, ObsData(t, y, outputs), args.method, source=args.data)
-    keys = ("bayes", args.setting, args.method, args.rep)
-    truth = None
-    if cfg.protocol == "reference":
-        if not args.truth:
-            raise ConfigError("bayes.sampler.protocol",
-                              "'reference' starts at the truth: pass --truth truth.json")
-        truth = read_json(args.truth)
-    result = run(pb, cfg, args.seed, keys, init_keys=("bayes", args.setting, "init", args.rep),
-                 truth=truth)
-    attrs = {"setting": args.setting, "method": args.method, "rep": int(args.rep),
-             "seed": int(args.seed), "iterations": cfg.iterations, "burn_in": cfg.burn_in,
-             "thin": cfg.thin, "protocol": cfg.protocol, "engine": cfg.engine,
-             "iterations_run": int(result.record.get("iterations_run", cfg.iterations)),
-             "stop_reason": str(result.record.get("stop_reason", "fixed_length"))}
-    idata = build_idata(pb, result, attrs)
-    write_netcdf(idata, args.posterior)
-    summ = summarize(idata, setting.params)
+    _options(params)
+    truth = read_json(args.truth) if getattr(args, "truth", None) else None
+    res = calibrate(args.setting, params, args.data, args.method, args.seed, args.rep,
+                    dirs=params.get("search_dirs") or [], predict=bool(args.predictive),
+                    truth=truth)
+    write_netcdf(res.idata, args.posterior)
+    summ = res.summary.copy()
     summ.insert(0, "rep", args.rep)
     summ.insert(0, "method", args.method)
     summ.insert(0, "setting", args.setting)
     write_csv(summ, args.summary)
-    if args.predictive:
-        t_dense = setting.dense_times(int(params.get("refine", 10)))
-        t_dense = t_dense[t_dense >= setting.model.t0]
-        pred = predictive(setting, idata, t_dense, int(params.get("predict_draws", 200)),
-                          rng(args.seed, *keys, "predict"))
+    if args.predictive and res.predictive is not None:
+        pred = res.predictive.copy()
         pred.insert(0, "rep", args.rep)
         pred.insert(0, "method", args.method)
         write_csv(pred, args.predictive)
     if args.run_info:
-        counters = {k: int(sum(getattr(c.counters, k) for c in result.chains))
-                    for k in vars(result.chains[0].counters)}
-        write_json({"setting": args.setting, "method": args.method, "rep": args.rep,
-                    "iterations": cfg.iterations, "chains": cfg.chains,
-                    "seconds_per_chain": [c.seconds for c in result.chains],
-                    "acceptance": [c.acceptance for c in result.chains],
-                    "init_theta": dict(zip(setting.params, map(float, result.init["theta"]),
-                                           strict=True)),
-                    "ess_bulk_min": float(summ["ess_bulk"].min()),
-                    "rhat_max": float(summ["r_hat"].max()), **counters,
-                    "sampler_record": {k: v for k, v in result.record.items()
-                                       if isinstance(v, (str, int, float, bool))}},
-                   args.run_info)
+        write_json(res.info, args.run_info)
     return 0
 
 
@@ -150,8 +111,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         dense[rep] = read_csv(path, required=["time", "output", "xi"])
     rows = []
     for path in args.summary:
-        s = read_csv(path, required=["method", "rep", "parameter", "mean", "q2.5", "q97.5",
-                                     "r_hat", "ess_bulk"])
+        s = read_csv(path, required=["method", "rep", "parameter", "mean", "lower95",
+                                     "upper95", "r_hat", "ess_bulk"])
         for _, r in s.iterrows():
             tr = truths.get(int(r["rep"]))
             if tr is None:
@@ -183,7 +144,12 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- tables
 def cmd_table(args: argparse.Namespace) -> int:
     from simcalib.bayes import paper
-    from simcalib.bayes.metrics import output_table, parameter_table, to_markdown
+    from simcalib.bayes.metrics import (
+        convergence_note,
+        output_table,
+        parameter_table,
+        to_markdown,
+    )
 
     met = read_csv(args.metrics, required=["method", "parameter", "bias", "rmse", "coverage",
                                            "width", "replications"])
@@ -195,7 +161,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     write_csv(ot, args.out_output)
     reps = int(met["replications"].max()) if len(met) else 0
     note = (f"Ours: {reps} replication(s); paper: 100 replications. "
-            "paper_* columns are the paper's numbers.\n\n")
+            "paper_* columns are the paper's numbers.\n\n" + convergence_note(met))
     title1 = f"{args.setting}: parameters" + (f" (paper Table {t1})" if t1 else "")
     title2 = f"{args.setting}: output" + (f" (paper Table {t2})" if t2 else "")
     write_text(to_markdown(pt, title1) + "\n" + note, Path(args.out_params).with_suffix(".md"))
@@ -204,18 +170,86 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- plots
+def _flags(summaries: list[str]) -> dict[str, str]:
+    """Per method, "NOT CONVERGED" when its summary says so."""
+    out = {}
+    for path in summaries:
+        s = read_csv(path, required=["method", "converged"])
+        if not s["converged"].astype(bool).all():
+            out[str(s["method"].iloc[0])] = "NOT CONVERGED"
+    return out
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from simcalib.bayes.plots import marginals_figure, output_uq_figure
 
     preds = [read_csv(p, required=["method", "time", "output", "xi_mean"]) for p in args.predictive]
-    t, y, outputs = read_obs(args.data)
-    dense = read_csv(args.dense, required=["time", "output", "xi"])
-    truth = read_json(args.truth)
+    t, y, outputs = _obs_matrix(args.data)
+    if (args.dense is None) != (args.truth is None):
+        raise ConfigError("bayes-plot", "give both --dense and --truth (synthetic data) or "
+                          "neither (real data: no truth is drawn)")
+    dense = read_csv(args.dense, required=["time", "output", "xi"]) if args.dense else None
     pred = pd.concat(preds, ignore_index=True)
     write_csv(pred, Path(args.out_uq).with_suffix(".csv"))
-    output_uq_figure(args.setting, pred, t, y, outputs, dense, args.out_uq)
-    marg = marginals_figure(args.setting, args.posterior, truth, args.out_marginals)
-    write_csv(marg, Path(args.out_marginals).with_suffix(".csv"))
+    output_uq_figure(args.setting, pred, t, y, outputs, dense, args.out_uq,
+                     flags=_flags(args.summary or []))
+    if args.out_marginals:
+        if args.truth is None:
+            raise ConfigError("--out-marginals", "posterior marginals against the truth need "
+                              "--truth; real data have none (see bayes-diagnostics)")
+        marg = marginals_figure(args.setting, args.posterior, read_json(args.truth),
+                                args.out_marginals)
+        write_csv(marg, Path(args.out_marginals).with_suffix(".csv"))
+    return 0
+
+
+def cmd_diagnostics(args: argparse.Namespace) -> int:
+    from simcalib.bayes.models import HYPER
+    from simcalib.bayes.plots import pair_figure, rank_figure, trace_figure
+    from simcalib.bayes.posterior import read_netcdf, run_attrs
+
+    idata = read_netcdf(args.posterior)
+    attrs = run_attrs(idata)
+    params = [p for p in str(attrs.get("parameters", "")).split(",") if p]
+    if not params:
+        raise DataError(args.posterior, "no 'parameters' attribute: not a bayes-run posterior")
+    names = [*params, *HYPER.values()]
+    title = f"{attrs.get('setting', '')} {str(attrs.get('method', '')).upper()}"
+    trace_figure(idata, names, title + ": traces", args.out_trace)
+    rank_figure(idata, names, title + ": rank histograms per chain", args.out_rank)
+    pair_figure(idata, params, title + ": physical parameters", args.out_pair)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from simcalib.bayes.metrics import comparison_table, predictive_check, to_markdown
+
+    summaries = {}
+    for path in args.summary:
+        s = read_csv(path, required=["method", "parameter", "mean", "lower95", "upper95",
+                                     "r_hat", "ess_bulk", "converged"])
+        summaries[str(s["method"].iloc[0])] = s
+    table = comparison_table(summaries)
+    write_csv(table, args.out_params)
+    t, y, outputs = _obs_matrix(args.data)
+    preds = pd.concat([read_csv(p, required=["method", "time", "output", "xi_lo", "xi_hi",
+                                             "y_lo", "y_hi"]) for p in args.predictive],
+                      ignore_index=True)
+    ppc = predictive_check(preds, t, y, outputs)
+    write_csv(ppc, args.out_output)
+    bad = [m for m, s in summaries.items() if not s["converged"].astype(bool).all()]
+    trust = (f"**WARNING: not converged: {', '.join(m.upper() for m in bad)}** (R-hat or "
+             "bulk ESS outside thresholds; see the *_converged columns); do not trust "
+             "these numbers before running longer chains.\n\n" if bad else
+             "Convergence: every parameter of every method converged.\n\n")
+    note = (f"Real data ({args.data}): the truth is unknown, so there is no bias, RMSE or "
+            "coverage of parameters; the predictive check below compares with the data.\n\n")
+    write_text(to_markdown(table, f"{args.setting}: KOH vs MOS posteriors") + "\n" + note
+               + trust, Path(args.out_params).with_suffix(".md"))
+    write_text(to_markdown(ppc, f"{args.setting}: posterior predictive check against the "
+                           "data") + "\n" + "coverage_y95: share of data inside the 95% band "
+               "for new data (about 0.95 expected); coverage_xi95: inside the band of the "
+               "process without noise.\n\n" + trust, Path(args.out_output).with_suffix(".md"))
     return 0
 
 
@@ -264,13 +298,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out-output", required=True)
     p.set_defaults(func=cmd_table)
 
-    p = sub.add_parser("bayes-plot", help="output-UQ and posterior-marginal figures")
+    p = sub.add_parser("bayes-plot", help="output-UQ figure (and marginals given a truth)")
     p.add_argument("--setting", required=True)
     p.add_argument("--data", required=True)
-    p.add_argument("--dense", required=True)
-    p.add_argument("--truth", required=True)
+    p.add_argument("--dense", help="CSV of the true process (synthetic data only)")
+    p.add_argument("--truth", help="JSON of the true parameters (synthetic data only)")
     p.add_argument("--predictive", nargs="+", required=True)
-    p.add_argument("--posterior", nargs="+", required=True)
+    p.add_argument("--posterior", nargs="*", default=[])
+    p.add_argument("--summary", nargs="*", default=[],
+                   help="summary.csv per method: unconverged ones are flagged in the titles")
     p.add_argument("--out-uq", required=True)
-    p.add_argument("--out-marginals", required=True)
+    p.add_argument("--out-marginals", help="posterior marginals against the truth")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("bayes-diagnostics", help="trace, rank and pair plots of a posterior")
+    p.add_argument("--posterior", required=True)
+    p.add_argument("--out-trace", required=True)
+    p.add_argument("--out-rank", required=True)
+    p.add_argument("--out-pair", required=True)
+    p.set_defaults(func=cmd_diagnostics)
+
+    p = sub.add_parser("bayes-compare", help="KOH vs MOS on one real data set")
+    p.add_argument("--setting", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--summary", nargs="+", required=True)
+    p.add_argument("--predictive", nargs="+", required=True)
+    p.add_argument("--out-params", required=True, help="CSV (+ .md) side-by-side posteriors")
+    p.add_argument("--out-output", required=True, help="CSV (+ .md) predictive check")
+    p.set_defaults(func=cmd_compare)
