@@ -1,0 +1,127 @@
+# Input functions, params and constants of the calibrate rules (workflow/rules/calibrate.smk),
+# kept apart from the rules as `snakemake --lint` asks.
+
+from simcalib.metamodel.strategies.registry import job_settings, registry
+from simcalib.metamodel.strategies.settings import solver_options, solver_set_name
+
+STRATEGIES = registry()
+# study keys a calibration job needs to rebuild the study's space and simulator
+CAL_STUDY_KEYS = ("simulator", "parameters", "contexts", "constraints", "outputs")
+SWEEP_PREFIX = "calibration/sweep/R"
+
+
+def cal_studies():
+    return [s for s in STUDIES if config["studies"][s].get("calibration", {}).get("enabled")]
+
+
+def caldir_of(tset):
+    """Calibration directory of a target set ("targets" or "targets_<name>")."""
+    return "calibration" if tset == "targets" else f"calibration/{tset}"
+
+
+def caldir_targets(caldir):
+    """The target set a calibration directory calibrates (a sweep uses the study's)."""
+    prefix = "calibration/"
+    return caldir[len(prefix):] if caldir.startswith(prefix + "targets_") else "targets"
+
+
+def caldir_proximity(caldir):
+    """The proximity a sweep directory fixes, else None (the config's value)."""
+    return caldir[len(SWEEP_PREFIX):] if caldir.startswith(SWEEP_PREFIX) else None
+
+
+def cal_solver(wildcards):
+    return as_json(solver_options(config, wildcards.study))
+
+
+def cal_params(wildcards):
+    """Study keys + only the calibration settings the job's strategy reads (a sweep job
+    takes its proximity from the directory, not from the config)."""
+    cfg = config["studies"][wildcards.study]
+    spec = STRATEGIES[wildcards.strategy]
+    sub = job_settings(wildcards.strategy, cfg["calibration"])
+    if caldir_proximity(wildcards.caldir) is not None:
+        sub.pop("proximity", None)
+    out = {k: cfg[k] for k in (*CAL_STUDY_KEYS, *spec.study_keys) if k in cfg}
+    out["calibration"] = sub
+    return as_json(out)
+
+
+def cal_min_r2(wildcards):
+    """metamodel.min_r2 (the schema's default once that key exists; 0.9 until then)."""
+    return config["studies"][wildcards.study].get("metamodel", {}).get("min_r2", 0.9)
+
+
+def cal_study_only(wildcards):
+    cfg = config["studies"][wildcards.study]
+    return as_json({k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg})
+
+
+MM_FILES = {
+    "model": "results/{study}/metamodel/model.pt",
+    "meta": "results/{study}/metamodel/metamodel.json",
+}
+
+
+def anchors_inputs(wildcards):
+    """Model files and the targets; for the study's own targets also mm_optimize's
+    op.csv when it solved the same problems (same solver set, no output weights), so
+    each full-space MILP is solved once per study."""
+    d = {k: v.format(study=wildcards.study) for k, v in MM_FILES.items()}
+    d["targets"] = f"results/{wildcards.study}/{caldir_targets(wildcards.caldir)}.csv"
+    cfg = config["studies"][wildcards.study]
+    opt = cfg.get("optimize") or {}
+    if (wildcards.caldir == "calibration" and not opt.get("weights")
+            and solver_set_name(cfg) == opt.get("solver")):
+        d["solved"] = f"results/{wildcards.study}/op/op.csv"
+    return d
+
+
+def solved_arg(wildcards, input):
+    return f"--solved {input.solved}" if hasattr(input, "solved") else ""
+
+
+def cal_inputs(wildcards):
+    tset = caldir_targets(wildcards.caldir)
+    d = {k: v.format(study=wildcards.study) for k, v in MM_FILES.items()}
+    d["targets"] = f"results/{wildcards.study}/{tset}.csv"
+    if STRATEGIES[wildcards.strategy].uses_anchor:
+        d["anchors"] = f"results/{wildcards.study}/{caldir_of(tset)}/anchors.csv"
+    return d
+
+
+def cal_extra_args(wildcards, input):
+    args = f"--anchors {input.anchors}" if hasattr(input, "anchors") else ""
+    prox = caldir_proximity(wildcards.caldir)
+    return args + (f" --proximity {prox}" if prox is not None else "")
+
+
+def cal_strategies(wildcards):
+    return config["studies"][wildcards.study]["calibration"]["strategies"]
+
+
+def cal_summary_figs(study):
+    s = config["studies"][study]["calibration"]["strategies"]
+    out = [f"results/{study}/calibration/strategies.png"]
+    if "rs" in s and "op" in s:
+        out += [f"results/{study}/calibration/rs_vs_op.csv",
+                f"results/{study}/calibration/rs_vs_op.png"]
+    return out
+
+
+def sweep_values(study):
+    return [f"{float(r):g}" for r in config["studies"][study]["calibration"]["sweep"]]
+
+
+def sweep_records(study):
+    return {r: f"results/{study}/{SWEEP_PREFIX}{r}/pts.csv" for r in sweep_values(study)}
+
+
+def noise_level(study):
+    opts = config["studies"][study]["simulator"].get("options") or {}
+    return float(opts.get("noise_rel", 0.0))
+
+
+def noise_pairs(study):
+    names = [study] + list(config["studies"][study]["calibration"]["noise_studies"])
+    return {f"{s}:{noise_level(s):g}": f"results/{s}/calibration/pts.csv" for s in names}

@@ -1,0 +1,42 @@
+# Input functions, params and constants of the metamodel rules (workflow/rules/metamodel.smk),
+# kept apart from the rules as `snakemake --lint` asks.
+
+from simcalib.study import Study
+
+# study keys that define the tunable space the OP searches
+OP_SPACE_KEYS = ("parameters", "contexts", "constraints")
+MM_NOT_TRAINING = ("enabled", "fine_tune_epochs", "fine_tune_lr")
+
+
+def mm_studies():
+    return [s for s in STUDIES if (config["studies"][s].get("metamodel") or {}).get("enabled")]
+
+
+def mm_train_params(wildcards):
+    cfg = config["studies"][wildcards.study]
+    study = Study(wildcards.study, cfg)
+    # fine-tune settings are read by the adaptive strategy only: not a reason to retrain
+    mm = {k: v for k, v in cfg["metamodel"].items() if k not in MM_NOT_TRAINING}
+    return as_json({"metamodel": mm, "inputs": study.input_names, "outputs": study.outputs})
+
+
+def mm_optimize_params(wildcards):
+    cfg = config["studies"][wildcards.study]
+    opt = cfg["optimize"]
+    return as_json(
+        {
+            "space": {k: cfg[k] for k in OP_SPACE_KEYS if k in cfg},
+            "optimize": opt,
+            "solver": config["solvers"][opt["solver"]],
+        }
+    )
+
+
+def mm_threads(section, key):
+    def fn(wildcards):
+        cfg = config["studies"][wildcards.study]
+        if section == "solver":
+            return max(1, int(config["solvers"][cfg["optimize"]["solver"]].get(key) or 1))
+        return max(1, int(cfg[section].get(key) or 1))
+
+    return fn
