@@ -21,8 +21,7 @@ def caldir_of(tset):
 
 def caldir_targets(caldir):
     """The target set a calibration directory calibrates (a sweep uses the study's)."""
-    prefix = "calibration/"
-    return caldir[len(prefix):] if caldir.startswith(prefix + "targets_") else "targets"
+    return caldir.removeprefix("calibration/") if "/targets_" in caldir else "targets"
 
 
 def caldir_proximity(caldir):
