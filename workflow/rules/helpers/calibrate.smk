@@ -21,7 +21,8 @@ def caldir_of(tset):
 
 def caldir_targets(caldir):
     """The target set a calibration directory calibrates (a sweep uses the study's)."""
-    return caldir.removeprefix("calibration/") if "/targets_" in caldir else "targets"
+    _, sep, name = caldir.partition("targets_")
+    return sep + name if sep else "targets"
 
 
 def caldir_proximity(caldir):
