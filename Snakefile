@@ -6,7 +6,7 @@
 #
 # The config is validated (schema, defaults, semantic checks) before any job runs.
 
-from simcalib.config import validate_config
+from simcalib.config import check_config_files, validate_config
 
 
 configfile: "config/config.yaml"
@@ -16,6 +16,9 @@ configfile: "config/config.yaml"
 conda: "envs/simcalib.yaml"
 
 
+# Snakemake read the config files with a loader that keeps the last of two equal keys;
+# re-read them strictly so a duplicate key fails here, naming its key path.
+check_config_files([*workflow.configfiles, *workflow.overwrite_configfiles])
 validate_config(config)
 
 

@@ -72,9 +72,37 @@ def semantic_check(fn: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, 
     return fn
 
 
+def _check_duplicate_keys(node: yaml.Node, path: str, source: str) -> None:
+    """Walk a composed YAML node tree; a key given twice in one mapping is an error.
+
+    Why: PyYAML (and Snakemake's loader) keeps the last of two equal keys without a
+    word, so a pasted block silently overrides settings written above it."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for knode, vnode in node.value:
+            key = str(knode.value) if isinstance(knode, yaml.ScalarNode) else str(knode.value)
+            if key == "<<":  # a merge key: its own mapping is checked where it is defined
+                continue
+            line = knode.start_mark.line + 1
+            sub = f"{path}.{key}" if path else key
+            if key in seen:
+                raise ConfigError(sub, f"duplicate key {key!r} in {source} (lines {seen[key]} "
+                                  f"and {line}); YAML would silently keep the last one")
+            seen[key] = line
+            _check_duplicate_keys(vnode, sub, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicate_keys(item, f"{path}.{i}" if path else str(i), source)
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config strictly: duplicate keys are a ConfigError naming the key path."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            _check_duplicate_keys(node, "", str(path))
+        data = yaml.safe_load(text)
     except FileNotFoundError:
         raise ConfigError("", f"config file not found: {path}") from None
     except yaml.YAMLError as exc:
@@ -192,6 +220,14 @@ def _import_checks() -> None:
 # Modules that register @semantic_check functions.
 CHECK_MODULES: list[str] = ["simcalib.study", "simcalib.metamodel.checks",
                              "simcalib.multisource.checks", "simcalib.bayes.checks"]
+
+
+def check_config_files(paths: Iterator[str | Path] | list[str | Path]) -> None:
+    """Re-read config files that another loader (Snakemake's ``--configfile``) already
+    read, with the strict loader, so duplicate keys fail there too."""
+    for p in dict.fromkeys(str(x) for x in paths):
+        if Path(p).is_file():
+            load_yaml(p)
 
 
 def load_config(path: str | Path, schema_dir: str | Path | None = None) -> dict[str, Any]:
