@@ -103,6 +103,26 @@ _TOKENS = re.compile(r"[\s,;]+")
 # ---------------------------------------------------------------------------
 # templates
 # ---------------------------------------------------------------------------
+# str.format's spec mini-language: [[fill]align][sign][z][#][0][width][grouping]
+# [.precision][type].  Width and precision are capped: '{x:>20000000000}' would
+# otherwise allocate gigabytes when the template is first rendered.
+_SPEC = re.compile(r"(?:.?[<>=^])?[+\- ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<prec>\d+))?"
+                   r"[bcdeEfFgGnosxX%]?")
+MAX_FORMAT_WIDTH = 1000
+MAX_FORMAT_PRECISION = 100
+
+
+def _check_format_spec(spec: str, fname: str, key: str) -> None:
+    m = _SPEC.fullmatch(spec)
+    if m is None:
+        raise ConfigError(key, f"format spec {spec!r} of '{{{fname}}}' is not a valid "
+                          "str.format spec such as ':.6g', ':>8' or ':d'")
+    width, prec = int(m["width"] or 0), int(m["prec"] or 0)
+    if width > MAX_FORMAT_WIDTH or prec > MAX_FORMAT_PRECISION:
+        raise ConfigError(key, f"format spec {spec!r} of '{{{fname}}}': width <= "
+                          f"{MAX_FORMAT_WIDTH} and precision <= {MAX_FORMAT_PRECISION}")
+
+
 @dataclass(frozen=True)
 class Template:
     """A ``str.format`` template whose field names were checked at build time."""
@@ -133,6 +153,8 @@ class Template:
                                   f"known: {sorted(known)}")
             if spec and "{" in spec:
                 raise ConfigError(key, "nested placeholders in a format spec are not supported")
+            if spec:
+                _check_format_spec(spec, fname, key)
             names.add(fname)
         return cls(text, frozenset(names))
 
