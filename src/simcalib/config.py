@@ -54,10 +54,17 @@ def schema_patch(schema_name: str) -> Callable[[Callable[[dict[str, Any]], None]
 
 
 def _load_schema(schema_dir: Any, name: str) -> dict[str, Any]:
+    return copy.deepcopy(_load_schema_cached(schema_dir, name))
+
+
+@functools.cache
+def _load_schema_cached(schema_dir: Any, name: str) -> dict[str, Any]:
+    """Parsed once per process (pure-Python YAML takes about a second for all the
+    schema files; validating many configs, as the tests do, would pay it each time)."""
     path = schema_dir / name
     if not path.is_file():
         raise FileNotFoundError(f"schema {name!r}: no file {path}")
-    contents = yaml.safe_load(path.read_text())
+    contents = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     # A "$schema" key would make jsonschema switch to the plain validator class for
     # that dialect and silently stop filling defaults inside the referenced file.
     contents.pop("$schema", None)
