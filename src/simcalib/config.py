@@ -158,6 +158,13 @@ def _format_error(err: jsonschema.ValidationError) -> ConfigError:
             hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
         key_path = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else path)
         return ConfigError(key_path, f"unknown key {', '.join(hints)}; allowed keys: {allowed}")
+    if err.validator == "required" and isinstance(err.instance, dict):
+        missing = [k for k in err.validator_value if k not in err.instance]
+        if missing:
+            return ConfigError(f"{path}.{missing[0]}" if path else str(missing[0]),
+                               "required key is missing")
+    if err.validator == "propertyNames":
+        msg = f"the name {err.instance!r} is not a plain name: {msg}"
     if err.validator == "enum":
         msg = f"{err.instance!r} is not one of the allowed values {err.validator_value}"
     return ConfigError(path, msg)
