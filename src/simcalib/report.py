@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simcalib.errors import SimcalibError
+
 BENCH_COLUMNS = ("s", "cpu_time", "max_rss")
 
 
@@ -81,9 +83,11 @@ def read_if_exists(path: str | Path) -> pd.DataFrame | None:
     p = Path(path)
     if not p.exists():
         return None
+    from simcalib import timing  # timing columns live in <stem>_timing.csv beside it
+
     try:
-        return pd.read_csv(p)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError):
+        return timing.read_csv(p)
+    except SimcalibError:
         return None
 
 

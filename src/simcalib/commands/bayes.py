@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simcalib import timing
 from simcalib.commands._common import add_params_arg, add_seed_arg, load_params
 from simcalib.errors import ConfigError, DataError
 from simcalib.io import read_csv, read_json, write_csv, write_json, write_text
@@ -110,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.run_info:
         counters = {k: int(sum(getattr(c.counters, k) for c in result.chains))
                     for k in vars(result.chains[0].counters)}
-        write_json({"setting": args.setting, "method": args.method, "rep": args.rep,
+        timing.write_json({"setting": args.setting, "method": args.method, "rep": args.rep,
                     "iterations": cfg.iterations, "chains": cfg.chains,
                     "seconds_per_chain": [c.seconds for c in result.chains],
                     "acceptance": [c.acceptance for c in result.chains],

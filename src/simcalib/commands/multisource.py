@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib import io
+from simcalib import io, timing
 from simcalib.commands._common import add_params_arg, add_seed_arg, load_params
 from simcalib.errors import ConfigError, DataError
 from simcalib.seeds import int_seed, rng
@@ -98,9 +98,9 @@ def cmd_data(args: argparse.Namespace) -> int:
         log.info("hardening data: %d rows in %.1f s", len(df), time.perf_counter() - t0)
         spec = H.problem()
         mse = H.theta_mse(params, rng(args.seed, "multisource", args.case, "theta_mse"))
-    io.write_csv(df, args.data)
+    timing.write_csv(df, args.data)
     io.write_json(spec.to_dict(), args.spec)
-    io.write_csv(mse, args.theta_mse)
+    timing.write_csv(mse, args.theta_mse)
     return 0
 
 
@@ -204,18 +204,18 @@ def cmd_fit(args: argparse.Namespace) -> int:
     hist = pd.concat([pd.DataFrame(r.history).assign(seed=r.seed) for r in results],
                      ignore_index=True)
     out = Path(args.outdir)
-    io.write_csv(theta, out / "theta.csv")
-    io.write_csv(dparams, out / "theta_seeds.csv")
-    io.write_csv(samples, out / "posterior.csv")
-    io.write_csv(rr, out / "rrmse.csv")
-    io.write_csv(pred, out / "predictions.csv")
-    io.write_csv(lat, out / "latent.csv")
-    io.write_csv(hist, out / "history.csv")
-    with io.atomic_path(out / "models.pt") as tmp:
-        torch.save({"spec": spec.to_dict(), "settings": vars(st),
-                    "models": [{"seed": r.seed, "state": r.model.state_dict(),
-                                "scaling": r.scaling.to_dict()} for r in results]}, tmp)
-    io.write_json({"case": args.case, "scenario": args.scenario, "sources": preds,
+    timing.write_csv(theta, out / "theta.csv")
+    timing.write_csv(dparams, out / "theta_seeds.csv")
+    timing.write_csv(samples, out / "posterior.csv")
+    timing.write_csv(rr, out / "rrmse.csv")
+    timing.write_csv(pred, out / "predictions.csv")
+    timing.write_csv(lat, out / "latent.csv")
+    timing.write_csv(hist, out / "history.csv")
+    timing.write_torch({"spec": spec.to_dict(), "settings": vars(st),
+                        "models": [{"seed": r.seed, "state": r.model.state_dict(),
+                                    "scaling": r.scaling.to_dict()} for r in results]},
+                       out / "models.pt")
+    timing.write_json({"case": args.case, "scenario": args.scenario, "sources": preds,
                    "fixed": fixed, "n_train_rows": len(train), "n_val_rows": len(val),
                    "fit_seconds": [r.seconds for r in results],
                    "fit_cpu_seconds": [r.cpu_seconds for r in results],
@@ -263,7 +263,7 @@ def cmd_lsq(args: argparse.Namespace) -> int:
                             B.start_points(len(H.THETA[src]), int(params["lsq_starts"]), g),
                             int(params["lsq_max_nfev"]))
             frames.append(B.to_frame(src, fit, "lsq_direct"))
-    io.write_csv(pd.concat(frames, ignore_index=True), args.output)
+    timing.write_csv(pd.concat(frames, ignore_index=True), args.output)
     return 0
 
 
@@ -272,7 +272,7 @@ def _gather(fits: list[str], name: str) -> pd.DataFrame:
     frames = []
     for d in fits:
         p = Path(d)
-        t = io.read_csv(p / name)
+        t = timing.read_csv(p / name)
         t["scenario"] = p.name
         t["step"] = p.parent.name
         frames.append(t)
@@ -312,7 +312,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     out = Path(args.outdir)
     mse = io.read_csv(args.theta_mse, required=["source", "parameter", "theta_mse"])
-    lsq = io.read_csv(args.lsq)
+    lsq = timing.read_csv(args.lsq)
     theta = _gather(args.fits, "theta.csv")
     rr = _gather(args.fits, "rrmse.csv")
     keep = ["scenario", "output", "rrmse", "rrmse_noisefree", "rrmse_seed_mean", "rrmse_seed_sd"]
@@ -320,15 +320,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         from simcalib.multisource import analytic as A
 
         t1 = rr[rr.predictor == "s0"]
-        io.write_csv(t1[[c for c in keep if c in t1.columns]], out / "rrmse.csv")
+        timing.write_csv(t1[[c for c in keep if c in t1.columns]], out / "rrmse.csv")
         lf = rr[rr.predictor != "s0"]
-        io.write_csv(lf[["scenario", "predictor"] + [c for c in keep[1:] if c in lf.columns]],
+        timing.write_csv(lf[["scenario", "predictor"] + [c for c in keep[1:] if c in lf.columns]],
                      out / "rrmse_lf.csv")
-        io.write_csv(theta.drop(columns=["step"]), out / "theta_summary.csv")
+        timing.write_csv(theta.drop(columns=["step"]), out / "theta_summary.csv")
         base = _baselines(theta, lsq, mse)
-        io.write_csv(base, out / "baselines.csv")
+        timing.write_csv(base, out / "baselines.csv")
         post = _gather(args.fits, "posterior.csv").drop(columns=["step"])
-        io.write_csv(post, out / "fig2_posteriors.csv")
+        timing.write_csv(post, out / "fig2_posteriors.csv")
         plots.posteriors(post, mse, {"theta1": A.THETA_RANGE, "theta2": A.THETA_RANGE},
                          out / "fig2_posteriors.png")
         curves = []
@@ -345,21 +345,21 @@ def cmd_report(args: argparse.Namespace) -> int:
                         "hf_true": pr[f"true_{o}"], "ipronc_mean": pr[f"{src}_mean_{o}"],
                         "ipronc_sd": pr[f"{src}_sd_{o}"], "lf_formula": formula[:, i]}))
         curves_df = pd.concat(curves, ignore_index=True)
-        io.write_csv(curves_df, out / "fig3_curves.csv")
+        timing.write_csv(curves_df, out / "fig3_curves.csv")
         plots.curves(curves_df, out / "fig3_curves.png")
         lat = _gather(args.fits, "latent.csv").drop(columns=["step"])
-        io.write_csv(lat, out / "fig4_latent.csv")
+        timing.write_csv(lat, out / "fig4_latent.csv")
         plots.latents(lat, out / "fig4_latent.png")
     else:
         t3 = theta[theta.step == "step1"].drop(columns=["step"])
-        io.write_csv(t3, out / "table3_theta_step1.csv")
-        io.write_csv(theta[theta.step == "step2"].drop(columns=["step"]),
+        timing.write_csv(t3, out / "table3_theta_step1.csv")
+        timing.write_csv(theta[theta.step == "step2"].drop(columns=["step"]),
                      out / "theta_step2.csv")
         cols = ["scenario", "predictor", "output", "rrmse", "rrmse_seed_mean", "rrmse_seed_sd"]
-        io.write_csv(rr[rr.step == "step1"][cols], out / "table4_rrmse_step1.csv")
-        io.write_csv(rr[rr.step == "step2"][cols], out / "table5_rrmse_step2.csv")
+        timing.write_csv(rr[rr.step == "step1"][cols], out / "table4_rrmse_step1.csv")
+        timing.write_csv(rr[rr.step == "step2"][cols], out / "table5_rrmse_step2.csv")
         base = _baselines(theta[theta.step == "step2"], lsq, mse)
-        io.write_csv(base, out / "baselines.csv")
+        timing.write_csv(base, out / "baselines.csv")
         curves = []
         for d in args.fits:
             p = Path(d)
@@ -371,6 +371,6 @@ def cmd_report(args: argparse.Namespace) -> int:
                                             "u": first["u"], "F_true": first["F"],
                                             "F_pred": first[c]}))
         cdf = pd.concat(curves, ignore_index=True)
-        io.write_csv(cdf, out / "fig_force.csv")
+        timing.write_csv(cdf, out / "fig_force.csv")
         plots.hardening_curves(cdf, out / "fig_force.png")
     return 0

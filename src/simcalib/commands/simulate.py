@@ -6,7 +6,7 @@ import argparse
 import logging
 import time
 
-from simcalib import io
+from simcalib import io, timing
 from simcalib.commands._common import add_study_args, seed_from_args, study_from_args
 
 log = logging.getLogger("simcalib.simulation")
@@ -75,7 +75,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - t0
     io.write_csv(out, args.output)
     if args.meta:
-        io.write_json({"chunk": args.chunk, **summarize(out, seconds)}, args.meta)
+        timing.write_json({"chunk": args.chunk, **summarize(out, seconds)}, args.meta)
     return 0
 
 
@@ -83,12 +83,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from simcalib.simulation import merge_chunks, summarize
 
     df = merge_chunks(args.chunks)
-    seconds = sum(float(io.read_json(m).get("seconds", 0.0)) for m in args.metas) \
+    seconds = sum(float(timing.read_json(m).get("seconds", 0.0)) for m in args.metas) \
         if args.metas else None
     summary = summarize(df, seconds)
     summary["chunks"] = len(args.chunks)
     io.write_csv(df, args.output)
-    io.write_json(summary, args.summary)
+    timing.write_json(summary, args.summary)
     line = (f"simulation: {summary['runs']} runs, {summary['failures']} failed"
             + (f", {seconds:.1f} s simulator time" if seconds is not None else ""))
     log.info(line)
