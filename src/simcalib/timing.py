@@ -27,7 +27,7 @@ TIMING_FIELDS = frozenset({
     "seconds", "sim_seconds", "op_seconds", "mean_seconds", "anchor_seconds",
     "fit_seconds", "fit_cpu_seconds", "train_seconds", "seconds_per_chain",
     "cpu_seconds_per_chain", "solve_seconds", "cpu_seconds", "bounds_seconds",
-    "warm_start_seconds", "total_seconds",
+    "warm_start_seconds", "warm_seconds", "total_seconds",
 })
 
 #: Columns copied into a timing CSV so that a person can read it on its own.
