@@ -10,7 +10,7 @@
 # overrides apply either way.  The config is validated (schema, defaults, semantic
 # checks) before any job runs.
 
-from simcalib.config import validate_config
+from simcalib.config import check_config_files, validate_config
 
 
 if not workflow.overwrite_configfiles:
@@ -23,6 +23,9 @@ if not workflow.overwrite_configfiles:
 conda: "envs/simcalib.yaml"
 
 
+# Snakemake read the config files with a loader that keeps the last of two equal keys;
+# re-read them strictly so a duplicate key fails here, naming its key path.
+check_config_files([*workflow.configfiles, *workflow.overwrite_configfiles])
 validate_config(config)
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from simcalib import timing
 from simcalib.cli import main
 from simcalib.journal import journal_path
 
@@ -62,7 +63,7 @@ def test_clean_chunks_merge_and_their_journals_go(work: Path,
     assert rc == 0, err
     data = pd.read_csv(work / "dataset.csv")
     assert list(data["run_id"]) == list(range(10))
-    summary = json.loads((work / "summary.json").read_text())
+    summary = timing.read_json(work / "summary.json")  # cpu_seconds: summary_timing.json
     assert (summary["runs"], summary["ok"], summary["chunks"]) == (10, 10, 3)
     assert summary["cpu_seconds"] > 0 and summary["warnings"] == 0
     assert not any(j.exists() for j in journals)

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from simcalib import timing
 from simcalib.cli import main
 
 SPACE = {"parameters": {"x": {"lower": 0.0, "upper": 1.0},
@@ -44,7 +45,8 @@ def test_train_then_optimize(tmp_path, capsys):
                "--metamodel", str(tmp_path / "mm"), "--targets", str(tmp_path / "targets.csv"),
                "--output", str(tmp_path / "op.csv")])
     assert rc == 0
-    out = pd.read_csv(tmp_path / "op.csv")
+    assert "seconds" not in pd.read_csv(tmp_path / "op.csv")  # timings beside, not inside
+    out = timing.read_csv(tmp_path / "op.csv")  # op.csv joined with op_timing.csv
     assert len(out) == 3 and (out["status"] == "optimal").all()
     assert {"target_id", "x", "k", "c", "pred_y1", "objective", "gap", "seconds"} <= set(out)
     assert (out["k"] == out["k"].round()).all()

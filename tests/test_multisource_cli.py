@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from simcalib import timing
 from simcalib.cli import main
 from simcalib.config import load_yaml, validate_config
 from simcalib.errors import ConfigError
@@ -43,7 +44,8 @@ def test_analytic_verbs_end_to_end(tmp_path: Path):
              "--data", str(d / "data.csv"), "--spec", str(d / "spec.json"),
              "--theta-mse", str(d / "theta_mse.csv"), "--outdir", str(d / name))
         fits.append(str(d / name))
-    theta = pd.read_csv(d / "s0_s2" / "theta.csv")
+    assert "fit_seconds" not in pd.read_csv(d / "s0_s2" / "theta.csv")
+    theta = timing.read_csv(d / "s0_s2" / "theta.csv")  # joined with theta_timing.csv
     for col in ("source", "parameter", "mean", "sd", "lower95", "upper95", "theta_mse",
                 "fit_seconds"):
         assert col in theta.columns

@@ -54,10 +54,17 @@ def schema_patch(schema_name: str) -> Callable[[Callable[[dict[str, Any]], None]
 
 
 def _load_schema(schema_dir: Any, name: str) -> dict[str, Any]:
+    return copy.deepcopy(_load_schema_cached(schema_dir, name))
+
+
+@functools.cache
+def _load_schema_cached(schema_dir: Any, name: str) -> dict[str, Any]:
+    """Parsed once per process (pure-Python YAML takes about a second for all the
+    schema files; validating many configs, as the tests do, would pay it each time)."""
     path = schema_dir / name
     if not path.is_file():
         raise FileNotFoundError(f"schema {name!r}: no file {path}")
-    contents = yaml.safe_load(path.read_text())
+    contents = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     # A "$schema" key would make jsonschema switch to the plain validator class for
     # that dialect and silently stop filling defaults inside the referenced file.
     contents.pop("$schema", None)
@@ -72,9 +79,37 @@ def semantic_check(fn: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, 
     return fn
 
 
+def _check_duplicate_keys(node: yaml.Node, path: str, source: str) -> None:
+    """Walk a composed YAML node tree; a key given twice in one mapping is an error.
+
+    Why: PyYAML (and Snakemake's loader) keeps the last of two equal keys without a
+    word, so a pasted block silently overrides settings written above it."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for knode, vnode in node.value:
+            key = str(knode.value) if isinstance(knode, yaml.ScalarNode) else str(knode.value)
+            if key == "<<":  # a merge key: its own mapping is checked where it is defined
+                continue
+            line = knode.start_mark.line + 1
+            sub = f"{path}.{key}" if path else key
+            if key in seen:
+                raise ConfigError(sub, f"duplicate key {key!r} in {source} (lines {seen[key]} "
+                                  f"and {line}); YAML would silently keep the last one")
+            seen[key] = line
+            _check_duplicate_keys(vnode, sub, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicate_keys(item, f"{path}.{i}" if path else str(i), source)
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config strictly: duplicate keys are a ConfigError naming the key path."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            _check_duplicate_keys(node, "", str(path))
+        data = yaml.safe_load(text)
     except FileNotFoundError:
         raise ConfigError("", f"config file not found: {path}") from None
     except yaml.YAMLError as exc:
@@ -123,6 +158,13 @@ def _format_error(err: jsonschema.ValidationError) -> ConfigError:
             hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
         key_path = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else path)
         return ConfigError(key_path, f"unknown key {', '.join(hints)}; allowed keys: {allowed}")
+    if err.validator == "required" and isinstance(err.instance, dict):
+        missing = [k for k in err.validator_value if k not in err.instance]
+        if missing:
+            return ConfigError(f"{path}.{missing[0]}" if path else str(missing[0]),
+                               "required key is missing")
+    if err.validator == "propertyNames":
+        msg = f"the name {err.instance!r} is not a plain name: {msg}"
     if err.validator == "enum":
         msg = f"{err.instance!r} is not one of the allowed values {err.validator_value}"
     return ConfigError(path, msg)
@@ -209,6 +251,14 @@ def _import_checks() -> None:
 CHECK_MODULES: list[str] = ["simcalib.study", "simcalib.observations",
                              "simcalib.metamodel.checks", "simcalib.multisource.checks",
                              "simcalib.bayes.checks"]
+
+
+def check_config_files(paths: Iterator[str | Path] | list[str | Path]) -> None:
+    """Re-read config files that another loader (Snakemake's ``--configfile``) already
+    read, with the strict loader, so duplicate keys fail there too."""
+    for p in dict.fromkeys(str(x) for x in paths):
+        if Path(p).is_file():
+            load_yaml(p)
 
 
 def load_config(path: str | Path, schema_dir: str | Path | None = None) -> dict[str, Any]:

@@ -63,7 +63,10 @@ def evaluate(expr: str | float | int, env: Mapping[str, object]) -> object:
         raise ExpressionError(f"unsupported syntax in {expr!r}: only numbers, names and "
                               "+ - * / ** are allowed")
 
-    return ev(_parse(str(expr)))
+    try:
+        return ev(_parse(str(expr)))
+    except (OverflowError, ZeroDivisionError) as exc:
+        raise ExpressionError(f"cannot evaluate {expr!r}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ so chunks, replications and targets of one rule aggregate into one row.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,6 +16,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from simcalib import timing
+from simcalib.errors import SimcalibError
 
 BENCH_COLUMNS = ("s", "cpu_time", "max_rss")
 
@@ -32,7 +34,8 @@ CHUNK_BENCH = re.compile(r"^(?P<study>[^/]+)/sim_run_(?P<chunk>\d+)\.tsv$")
 
 def chunk_cpu_seconds(results: Path, rel_path: str) -> float:
     """CPU seconds a simulation chunk measured itself (``RUSAGE_SELF`` plus
-    ``RUSAGE_CHILDREN``, in ``chunks/chunk_<k>.json``); NaN for other jobs.  Snakemake's
+    ``RUSAGE_CHILDREN``, in ``chunks/chunk_<k>_timing.json``, beside the chunk's summary);
+    NaN for other jobs.  Snakemake's
     benchmark samples the process tree now and then and misses short-lived child
     processes, so for a command simulator its ``cpu_time`` understates the work."""
     m = CHUNK_BENCH.match(rel_path)
@@ -40,8 +43,8 @@ def chunk_cpu_seconds(results: Path, rel_path: str) -> float:
         return float("nan")
     meta = results / m["study"] / "chunks" / f"chunk_{m['chunk']}.json"
     try:
-        return float(json.loads(meta.read_text()).get("cpu_seconds", float("nan")))
-    except (OSError, ValueError, TypeError, AttributeError):
+        return float(timing.read_json(meta).get("cpu_seconds", float("nan")))
+    except (OSError, ValueError, TypeError, AttributeError, SimcalibError):
         return float("nan")
 
 
@@ -106,9 +109,11 @@ def read_if_exists(path: str | Path) -> pd.DataFrame | None:
     p = Path(path)
     if not p.exists():
         return None
+    from simcalib import timing  # timing columns live in <stem>_timing.csv beside it
+
     try:
-        return pd.read_csv(p)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError):
+        return timing.read_csv(p)
+    except SimcalibError:
         return None
 
 

@@ -325,12 +325,22 @@ def space_from_config(study: Mapping[str, Any], key: str = "study") -> Space:
     contexts: list[Context] = []
     for name, spec in (study.get("contexts") or {}).items():
         path = f"{key}.contexts.{name}"
+        if "values" in spec and ("lower" in spec or "upper" in spec):
+            raise ConfigError(path, "give either 'values' or a range ('lower' and 'upper'), "
+                              "not both")
         if "values" in spec:
             vals = tuple(float(v) for v in spec["values"])
             if not vals:
                 raise ConfigError(f"{path}.values", "needs at least one value")
+            bad = [v for v in vals if not np.isfinite(v)]
+            if bad:
+                raise ConfigError(f"{path}.values", f"values must be finite numbers, got {bad}")
             contexts.append(Context(name, values=vals))
         elif "lower" in spec and "upper" in spec:
+            for side in ("lower", "upper"):
+                if not np.isfinite(float(spec[side])):
+                    raise ConfigError(f"{path}.{side}", f"must be a finite number, got "
+                                      f"{spec[side]}")
             if not float(spec["lower"]) < float(spec["upper"]):
                 raise ConfigError(f"{path}", f"lower ({spec['lower']}) must be < upper "
                                   f"({spec['upper']})")
@@ -361,7 +371,8 @@ def space_from_config(study: Mapping[str, Any], key: str = "study") -> Space:
     # bounds order at every context corner
     corners = [c.values if c.discrete else c.span for c in contexts] or [()]
     for combo in itertools.product(*corners) if contexts else [()]:
-        lo, hi = space.bounds(dict(zip([c.name for c in contexts], combo, strict=True)))
+        lo, hi = _bounds_at(params, dict(zip([c.name for c in contexts], combo, strict=True)),
+                            key)
         for p, a, b in zip(params, lo, hi, strict=True):
             where = f" at context {dict(zip([c.name for c in contexts], combo, strict=True))}" \
                 if contexts else ""
@@ -386,4 +397,29 @@ def space_from_config(study: Mapping[str, Any], key: str = "study") -> Space:
                               f"{sorted(unknown)}; inputs are {space.input_names}")
         cons.append(con)
     space.constraints = cons
+    if cons:
+        from simcalib.feasibility import check_feasible
+
+        check_feasible(space, f"{key}.constraints")
     return space
+
+
+def _bounds_at(params: list[Parameter], env: dict[str, float], key: str
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Both bounds of every tunable at one context corner; an expression that cannot
+    be evaluated (overflow, division by zero) or a bound that is not finite is a
+    ConfigError naming that bound."""
+    lo, hi = [], []
+    for p in params:
+        for side, out in (("lower", lo), ("upper", hi)):
+            expr = getattr(p, side)
+            path = f"{key}.parameters.{p.name}.{side}"
+            try:
+                val = float(evaluate(expr, env))  # type: ignore[arg-type]
+            except ExpressionError as exc:
+                raise ConfigError(path, str(exc)) from None
+            if not np.isfinite(val):
+                raise ConfigError(path, f"must be finite, got {val}"
+                                  + (f" at context {env}" if env else ""))
+            out.append(val)
+    return np.array(lo), np.array(hi)

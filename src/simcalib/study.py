@@ -63,6 +63,8 @@ def check_studies(config: Mapping[str, Any]) -> None:
         design = cfg.get("design", {})
         if design.get("chunk_size", 1) < 1:
             raise ConfigError(f"{study.key}.design.chunk_size", "must be >= 1")
+        _check_sizes(study, int(config.get("max_runs", 1_000_000)))
+        _check_workdir(study)
         for sec in ("optimize", "calibration"):
             solver = (cfg.get(sec) or {}).get("solver")
             if solver is not None and solver not in solvers:
@@ -81,3 +83,50 @@ def check_studies(config: Mapping[str, Any]) -> None:
             if unknown:
                 raise ConfigError(f"{study.key}.extra_targets.{tname}.contexts",
                                   f"{sorted(unknown)} are not contexts of the study")
+
+
+def _check_sizes(study: Study, cap: int) -> None:
+    """Design and target sets below the ``max_runs`` sanity cap (a typo such as
+    ``n: 1e12`` would otherwise fill memory and disk in the first job)."""
+    levels = len(study.space.context_levels())
+    design = study.cfg.get("design") or {}
+    if "n" in design:
+        rows = int(design["n"]) * (levels if design.get("per_level", True) else 1)
+        if rows > cap:
+            raise ConfigError(f"{study.key}.design.n", f"{rows} design runs exceed the sanity "
+                              f"cap max_runs = {cap}; raise the top-level 'max_runs' if you "
+                              "mean it")
+    sets = {"targets": study.cfg.get("targets") or {}}
+    extra = study.cfg.get("extra_targets") or {}
+    sets.update({f"extra_targets.{k}": v for k, v in extra.items()})
+    for where, tcfg in sets.items():
+        if int(tcfg.get("n", 0)) > cap:
+            raise ConfigError(f"{study.key}.{where}.n", f"{tcfg['n']} targets exceed the sanity "
+                              f"cap max_runs = {cap}; raise the top-level 'max_runs' if you "
+                              "mean it")
+
+
+def _check_workdir(study: Study) -> None:
+    """A command simulator's scratch ``workdir`` must be (or be creatable as) a
+    writable directory, else every run of every chunk fails."""
+    import os
+    import tempfile
+
+    wdir = getattr(study.simulator, "workdir", None)
+    if wdir is None:
+        return
+    key = f"{study.key}.simulator.options.workdir"
+    probe = wdir
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(key, f"{probe} is not a directory")
+    try:  # a real probe: os.access says yes to root even on a read-only file system
+        tempfile.TemporaryDirectory(dir=probe, prefix=".simcalib-probe-").cleanup()
+        writable = os.access(probe, os.W_OK | os.X_OK)
+    except OSError:
+        writable = False
+    if not writable:
+        raise ConfigError(key, f"{probe} is not writable" + ("" if probe == wdir else
+                          f" (so {wdir} cannot be created)"))
+

@@ -38,6 +38,12 @@ def check_bayes(config: dict[str, Any]) -> None:
             if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
                 raise ConfigError(f"bayes.setting_options.{name}.bounds.{p}",
                                   f"need finite lower < upper, got [{lo}, {hi}]")
+        if o.get("bounds") and (name in BUILTIN or "model" in o):
+            # bounds must name parameters of the setting: build it (sympy, about a
+            # second, so only where bounds are overridden) and let it check the names
+            from simcalib.bayes.models import make_setting
+
+            make_setting(name, o, "bayes.setting_options")
         for k in ("gamma_prior", "ell_prior", "sigma2_prior"):
             if k in o and o[k][1] <= 0:
                 raise ConfigError(f"bayes.setting_options.{name}.{k}", "second value must be > 0")

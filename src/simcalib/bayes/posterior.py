@@ -87,9 +87,36 @@ def posterior_dataset(idata: Any) -> Any:
     return post.to_dataset() if hasattr(post, "to_dataset") else post
 
 
+#: Group attributes that change from run to run: ArviZ's creation stamp and the
+#: per-chain wall times (those go to ``<stem>_timing.json`` instead).
+VOLATILE_ATTRS = ("created_at",)
+TIMING_ATTRS = ("seconds",)
+
+
+def _groups(idata: Any) -> list[Any]:
+    if _major() >= 1:  # pragma: no cover - ArviZ 1.x (DataTree)
+        return [idata[g] for g in idata.children]
+    return [getattr(idata, g) for g in idata.groups()]
+
+
 def write_netcdf(idata: Any, path: str | os.PathLike[str]) -> None:
+    """Write without creation stamps or timings, so the same seed gives the same bytes;
+    the chains' wall seconds go to the ``_timing.json`` side file."""
+    from simcalib import timing
+
+    seconds: dict[str, Any] = {}
+    for group in _groups(idata):
+        for key in VOLATILE_ATTRS:
+            group.attrs.pop(key, None)
+        for key in TIMING_ATTRS:
+            if key in group.attrs:
+                seconds[key] = np.asarray(group.attrs.pop(key)).tolist()
     with atomic_path(path) as tmp:
         idata.to_netcdf(str(tmp))
+    if seconds:
+        from simcalib import io
+
+        io.write_json(seconds, timing.timing_path(path).with_suffix(".json"))
 
 
 def read_netcdf(path: str | os.PathLike[str]) -> Any:

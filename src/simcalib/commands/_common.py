@@ -32,9 +32,9 @@ def load_params(text: str) -> dict[str, Any]:
         except FileNotFoundError:
             raise ConfigError("--params", f"file not found: {path}") from None
         if path.suffix in (".yaml", ".yml"):
-            import yaml
+            from simcalib.config import load_yaml
 
-            return yaml.safe_load(raw) or {}
+            return load_yaml(path)  # strict: duplicate keys are an error
         text = raw
     try:
         value = json.loads(text)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simcalib import timing
 from simcalib.commands._common import add_params_arg, add_seed_arg, load_params
 from simcalib.errors import ConfigError, DataError
 from simcalib.io import read_csv, read_json, write_csv, write_json, write_text
@@ -90,7 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         pred.insert(0, "method", args.method)
         write_csv(pred, args.predictive)
     if args.run_info:
-        write_json(res.info, args.run_info)
+        timing.write_json(res.info, args.run_info)
     return 0
 
 

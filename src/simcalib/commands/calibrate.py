@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from simcalib import io
+from simcalib import io, timing
 from simcalib.commands._common import add_study_args, load_params, seed_from_args, study_from_args
 from simcalib.errors import ConfigError
 
@@ -143,8 +143,8 @@ def _load(args: argparse.Namespace):
 
 def _records(path: str) -> pd.DataFrame:
     # no "distance": observed targets have no true inputs to measure it against
-    return io.read_csv(path, ["target_id", "strategy", "error", "predicted_error",
-                              "runs", "failed_runs", "seconds"])
+    return timing.read_csv(path, ["target_id", "strategy", "error", "predicted_error",
+                                  "runs", "failed_runs", "seconds"])
 
 
 def _warn_metamodel(mm, min_r2: float) -> None:
@@ -165,10 +165,10 @@ def cmd_anchors(args: argparse.Namespace) -> int:
 
     study, mm, targets = _load(args)
     t0 = time.perf_counter()
-    solved = io.read_csv(args.solved, ["target_id"]) if args.solved else None
+    solved = timing.read_csv(args.solved, ["target_id"]) if args.solved else None
     out = compute_anchors(study, mm, targets, _solver(args), seed_from_args(args),
                           source=args.targets, solved=solved)
-    io.write_csv(out, args.output)
+    timing.write_csv(out, args.output)
     print(f"{study.name}: {len(out)} OP anchors in {time.perf_counter() - t0:.1f} s "
           f"({int(out['fallback'].sum())} fallbacks) -> {args.output}")
     return 0
@@ -181,15 +181,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     settings = dict(study.cfg.get("calibration") or {})
     if "metamodel" in study.cfg:
         settings["metamodel"] = study.cfg["metamodel"]
-    anchors = io.read_csv(args.anchors, ["target_id"]) if args.anchors else None
+    anchors = timing.read_csv(args.anchors, ["target_id"]) if args.anchors else None
     _warn_metamodel(mm, _min_r2(args, study.cfg))
     t0 = time.perf_counter()
     rec, runs = calibrate(study, mm, targets, args.strategy, settings, _solver(args),
                           seed_from_args(args), proximity=args.proximity, anchors=anchors,
                           source=args.targets)
-    io.write_csv(rec, args.output)
+    timing.write_csv(rec, args.output)
     if args.runs:
-        io.write_csv(runs, args.runs)
+        timing.write_csv(runs, args.runs)
     print(f"{study.name} {args.strategy}: {len(rec)} targets, median error "
           f"{rec['error'].median():.4g}, mean {rec['error'].mean():.4g}, "
           f"{int(rec['runs'].sum())} runs ({int(rec['failed_runs'].sum())} failed), "
@@ -227,7 +227,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         trust = metamodel_trust(io.read_json(args.metamodel_info),
                                 DEFAULT_MIN_R2 if args.min_r2 is None else args.min_r2)
     summ = summarize(recs, trust=trust)
-    io.write_csv(summ, args.output)
+    timing.write_csv(summ, args.output)
     for line in trust_warnings(summ, trust["metamodel_weak_outputs"] if trust else None):
         log.warning(line)
     if args.figure:
@@ -253,7 +253,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         except ValueError:
             raise ConfigError("--records", f"proximity {k!r} is not a number") from None
     out = sweep_summary(recs)
-    io.write_csv(out, args.output)
+    timing.write_csv(out, args.output)
     if args.figure:
         fig_sweep(recs, args.figure, args.title)
     print(out.to_string(index=False))
@@ -266,7 +266,7 @@ def cmd_contexts(args: argparse.Namespace) -> int:
 
     ins, oos = _records(args.insample), _records(args.outofsample)
     out = contexts_table(ins, oos, args.strategy)
-    io.write_csv(out, args.output)
+    timing.write_csv(out, args.output)
     names = [c[len("true_"):] for c in ins.columns if c.startswith("true_")]
     if args.figure:
         fig_contexts(ins, oos, names, args.figure,
@@ -286,7 +286,7 @@ def cmd_noise(args: argparse.Namespace) -> int:
         study, noise = key.rsplit(":", 1)
         recs[study] = (float(noise), _records(path))
     out = noise_table(recs)
-    io.write_csv(out, args.output)
+    timing.write_csv(out, args.output)
     if args.figure:
         fig_noise(out, {k: v[1] for k, v in recs.items()}, args.figure)
     print(out.to_string(index=False))

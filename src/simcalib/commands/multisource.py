@@ -13,7 +13,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from simcalib import io
+from simcalib import io, timing
 from simcalib.commands._common import add_params_arg, add_seed_arg, load_params
 
 log = logging.getLogger("simcalib.multisource")
@@ -72,7 +72,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     from simcalib.multisource.pipeline import generate
 
     df, spec, mse = generate(args.case, load_params(args.params), args.seed)
-    io.write_csv(df, args.data)
+    timing.write_csv(df, args.data)
     io.write_json(spec.to_dict(), args.spec)
     io.write_csv(mse, args.theta_mse)
     return 0
@@ -95,11 +95,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     fit = P.fit_scenario(df, spec, params, mse, fixed, args.seed, args.case, args.scenario)
     out = Path(args.outdir)
     for name, table in fit.tables.items():
-        io.write_csv(table, out / name)
-    with io.atomic_path(out / "models.pt") as tmp:
-        torch.save(P.models_payload(spec, fit), tmp)
-    io.write_json(P.fit_info(args.case, args.scenario, spec, fit, args.threads),
-                  out / "fit.json")
+        timing.write_csv(table, out / name)
+    timing.write_torch(P.models_payload(spec, fit), out / "models.pt")
+    timing.write_json(P.fit_info(args.case, args.scenario, spec, fit, args.threads),
+                      out / "fit.json")
     for r in fit.tables["theta.csv"].itertuples():
         log.info("%s %s.%s: mean %.4g sd %.3g [%.4g, %.4g] theta_mse %.4g", args.scenario,
                  r.source, r.parameter, r.mean, r.sd, r.lower95, r.upper95, r.theta_mse)
@@ -110,8 +109,8 @@ def cmd_lsq(args: argparse.Namespace) -> int:
     from simcalib.multisource.pipeline import least_squares
 
     df = io.read_csv(args.data, required=["source", "split"])
-    io.write_csv(least_squares(args.case, load_params(args.params), df, args.seed),
-                 args.output)
+    timing.write_csv(least_squares(args.case, load_params(args.params), df, args.seed),
+                     args.output)
     return 0
 
 
@@ -121,9 +120,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     out = Path(args.outdir)
     mse = io.read_csv(args.theta_mse, required=["source", "parameter", "theta_mse"])
-    tables = case_tables(args.case, args.fits, mse, io.read_csv(args.lsq))
+    tables = case_tables(args.case, args.fits, mse, timing.read_csv(args.lsq))
     for name, table in tables.items():
-        io.write_csv(table, out / name)
+        timing.write_csv(table, out / name)
     if args.case == "analytic":
         from simcalib.multisource import analytic as A
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from simcalib import io
+from simcalib import io, timing
 from simcalib.commands._common import add_study_args, seed_from_args, study_from_args
 
 log = logging.getLogger("simcalib.simulation")
@@ -93,9 +93,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                              progress_s=args.progress_every)
     io.write_csv(out, args.output)
     if args.meta:
-        io.write_json({"chunk": args.chunk, "chunk_size": size,
-                       "columns": list(out.columns), "sha256": file_sha256(args.output),
-                       **summary}, args.meta)
+        timing.write_json({"chunk": args.chunk, "chunk_size": size,
+                           "columns": list(out.columns), "sha256": file_sha256(args.output),
+                           **summary}, args.meta)
     return 0
 
 
@@ -106,27 +106,27 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from simcalib.simulation import failure_digest, summarize
 
     design = io.read_csv(args.design, required=["run_id"])
-    metas = [io.read_json(m) for m in args.metas] if args.metas else None
+    metas = [timing.read_json(m) for m in args.metas] if args.metas else None
     if metas is not None and len(metas) != len(args.chunks):
         raise DataError("--metas", f"{len(metas)} summaries for {len(args.chunks)} chunks")
     df = merge_chunks(args.chunks, design, args.chunk_size, metas)
-    timing = {k: (sum(float(m.get(k, 0.0)) for m in metas) if metas else None)
+    totals = {k: (sum(float(m.get(k, 0.0)) for m in metas) if metas else None)
               for k in ("seconds", "cpu_seconds")}
-    summary = summarize(df, timing["seconds"], timing["cpu_seconds"])
+    summary = summarize(df, totals["seconds"], totals["cpu_seconds"])
     summary["chunks"] = len(args.chunks)
     if summary["ok"] == 0:
         raise DataError(args.chunks[0] if len(args.chunks) == 1 else "chunks",
                         f"no usable rows: {failure_digest(df)}")
     io.write_csv(df, args.output)
-    io.write_json(summary, args.summary)
+    timing.write_json(summary, args.summary)
     for path in args.chunks:  # merged: a later forced rerun of a chunk starts afresh
         journal.remove(path)
     line = f"simulation: {summary['runs']} runs, {summary['failures']} failed"
     if summary["warnings"]:
         line += f", {summary['warnings']} ok runs with warnings"
-    if timing["seconds"] is not None:
-        line += (f", {timing['seconds']:.1f} s simulator time, "
-                 f"{timing['cpu_seconds']:.1f} CPU-s (with child processes)")
+    if totals["seconds"] is not None:
+        line += (f", {totals['seconds']:.1f} s simulator time, "
+                 f"{totals['cpu_seconds']:.1f} CPU-s (with child processes)")
     if summary["failures"]:
         line += f"; {failure_digest(df)}"
     log.info(line)

@@ -70,6 +70,11 @@ def check_calibration(config: Mapping[str, Any]) -> None:
         if not (cfg.get("metamodel") or {}).get("enabled", False):
             raise ConfigError(key, "calibration needs the study's metamodel (add a "
                               "'metamodel' section with enabled: true)")
+        dropout = float((cfg.get("metamodel") or {}).get("dropout", 0.0) or 0.0)
+        if int(settings.get("mc_samples", 0) or 0) > 0 and dropout <= 0.0:
+            raise ConfigError(f"{key}.mc_samples", "MC-dropout samples need a metamodel "
+                              "trained with dropout (set metamodel.dropout > 0, or "
+                              "mc_samples: 0)")
         for which in settings.get("extra_targets") or []:
             if which not in (cfg.get("extra_targets") or {}):
                 raise ConfigError(f"{key}.extra_targets", f"{which!r} is not one of the "
@@ -94,3 +99,38 @@ def check_calibration(config: Mapping[str, Any]) -> None:
                     != list(cfg.get("contexts", {}) or {})):
                 raise ConfigError(f"{key}.noise_studies", f"study {other!r} must have the "
                                   f"same parameters and contexts as {name!r}")
+
+
+@semantic_check
+def check_highs_options(config: Mapping[str, Any]) -> None:
+    """Raw ``options`` of a HiGHS option set are offered to HiGHS itself at validation,
+    so a misspelled name or a wrong value fails now, not in the optimize job.
+    (Gurobi parameters are passed through unchecked: a licence may be absent here.)"""
+    sets = {name: s for name, s in (config.get("solvers") or {}).items()
+            if s.get("backend") == "highs" and s.get("options")}
+    if not sets:
+        return
+    import os
+
+    import highspy
+
+    # HiGHS prints its banner on stdout when an instance is made: keep the start quiet
+    with open(os.devnull, "w") as null:
+        saved = os.dup(1)
+        try:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+            h.setOptionValue("output_flag", False)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    for name, sset in sets.items():
+        for opt, value in sset["options"].items():
+            key = f"solvers.{name}.options.{opt}"
+            if h.getOptionType(str(opt))[0] != highspy.HighsStatus.kOk:
+                raise ConfigError(key, "HiGHS has no such option (see the HiGHS option list, "
+                                  "e.g. presolve, mip_heuristic_effort, simplex_strategy)")
+            if h.setOptionValue(str(opt), value) != highspy.HighsStatus.kOk:
+                raise ConfigError(key, f"HiGHS rejected the value {value!r} (wrong type or "
+                                  "out of range)")
+

@@ -35,7 +35,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from simcalib import io
+from simcalib import io, timing
 from simcalib.config import check_section, schema_defaults
 from simcalib.errors import ConfigError, DataError
 from simcalib.seeds import int_seed, rng
@@ -198,9 +198,8 @@ class Metamodel:
         """Write ``model.pt`` (state_dict) and ``metamodel.json``, each atomically."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        with io.atomic_path(d / MODEL_FILE) as tmp:
-            torch.save(self.net.state_dict(), tmp)
-        io.write_json(self.to_json(), d / META_FILE)
+        timing.write_torch(self.net.state_dict(), d / MODEL_FILE)
+        timing.write_json(self.to_json(), d / META_FILE)  # train_seconds -> _timing.json
 
     @classmethod
     def load(cls, directory: str | Path) -> Metamodel:

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simcalib import io
+from simcalib import io, timing
 
 
 def gather(fits: list[str], name: str) -> pd.DataFrame:
     frames = []
     for d in fits:
         p = Path(d)
-        t = io.read_csv(p / name)
+        t = timing.read_csv(p / name)
         t["scenario"] = p.name
         t["step"] = p.parent.name
         frames.append(t)
