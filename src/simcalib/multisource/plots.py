@@ -86,10 +86,10 @@ def curves(df: pd.DataFrame, path: str | Path) -> None:
             d = df[(df.scenario == sc) & (df.source == src) & (df.output == o)].sort_values("x")
             ax = axes[r][c]
             ax.plot(d.x, d.hf_true, "k-", lw=1.5, label="HF (true)")
-            ax.plot(d.x, d.ipronc_mean, "r--", label=f"iPro-NC, t_s={src}")
+            ax.plot(d.x, d.ipronc_mean, "r--", label="iPro-NC as the panel's source")
             ax.fill_between(d.x, d.ipronc_mean - 1.96 * d.ipronc_sd,
                             d.ipronc_mean + 1.96 * d.ipronc_sd, color="r", alpha=0.15)
-            ax.plot(d.x, d.lf_formula, "m-", lw=1, label=f"{src} formula at mean theta")
+            ax.plot(d.x, d.lf_formula, "m-", lw=1, label="the source's formula at mean θ̂")
             ax.set_title(f"{scenario_text(sc)}: source {src}, output {o}", fontsize=9)
             ax.set_xlabel("input x")
             ax.set_ylabel(f"output {o}")
