@@ -175,7 +175,7 @@ def fig_contexts(insample: pd.DataFrame, outofsample: pd.DataFrame, names: Seque
         for j, n in enumerate(names):
             ax = axes[row, j]
             t, c = df[f"true_{n}"].to_numpy(float), df[f"x_{n}"].to_numpy(float)
-            ax.scatter(t, c, s=18, alpha=0.8, label="target")
+            ax.scatter(t, c, s=18, alpha=0.8, label="one target each")
             if len(t):
                 lo, hi = np.nanmin([t.min(), c.min()]), np.nanmax([t.max(), c.max()])
                 ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="calibrated = true")
