@@ -84,6 +84,8 @@ def test_paper1_tables_hold_r2_per_output_op_solves_and_strategies(results: Path
     assert "g" in warn and "min_r2 = 0.9" in warn                   # the weak output
     assert "1 OP solve(s) not proven optimal" in warn
     assert "pts 1" in warn                                          # from summary.csv
+    assert "OP solves: 2 targets, median 5.12 s, max 9.75 s; status: optimal 1, " \
+        "time_limit 1." in blocks
 
 
 def test_paper1_section_is_empty_without_results(tmp_path: Path) -> None:

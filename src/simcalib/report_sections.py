@@ -107,7 +107,8 @@ def _metamodel_blocks(meta: Path) -> list[Block]:
         return []
     r2 = table["test R²"]
     thr = float(info.get("min_r2", DEFAULT_MIN_R2))
-    out: list[Block] = [f"Metamodel {info.get('hidden', info.get('architecture', ''))}: test R² "
+    arch = info.get("hidden", info.get("architecture"))
+    out: list[Block] = [f"Metamodel{f' (hidden layers {arch})' if arch else ''}: test R² "
                         f"min {r2.min():.3f}, median {float(r2.median()):.3f} over "
                         f"{len(r2)} outputs (held-out test split)."]
     low = table.loc[r2 < thr, "output"].tolist()
@@ -121,9 +122,10 @@ def _metamodel_blocks(meta: Path) -> list[Block]:
 def _op_blocks(op: pd.DataFrame) -> list[Block]:
     out: list[Block] = []
     if "seconds" in op:
-        status = op["status"].value_counts().to_dict() if "status" in op else {}
+        status = (", ".join(f"{k} {v}" for k, v in op["status"].value_counts().items())
+                  if "status" in op else "unknown")
         out.append(f"OP solves: {len(op)} targets, median {op['seconds'].median():.2f} s, "
-                   f"max {op['seconds'].max():.2f} s, status {status}.")
+                   f"max {op['seconds'].max():.2f} s; status: {status}.")
     if "status" in op and (op["status"] != "optimal").any():
         n = int((op["status"] != "optimal").sum())
         out.append(f"**WARNING:** {n} OP solve(s) not proven optimal: the point may not be "
