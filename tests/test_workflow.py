@@ -110,8 +110,32 @@ def test_summary_and_html_report(workflow_dir: Path) -> None:
     out = workflow_dir / "report.html"
     run_snakemake(workflow_dir, "--report", str(out))
     html = out.read_text(errors="replace")
-    for category in ("Paper 1", "Paper 2", "Paper 3"):
+    for category in ("Paper 1", "Paper 2", "Paper 3", "0 Read me first"):
         assert category in html, category
+    assert "What to read first" in html          # the first page (workflow.rst)
+    pages = _embedded_html(html)
+    # the summary tables are in the report, as tables: the read-me-first page and
+    # one table page per paper
+    assert {"summary.html", "paper1_rosenbrock.html", "paper2.html",
+            "paper3.html"} <= set(pages), sorted(pages)
+    first = pages["summary.html"]
+    for text in ("test R²", "OP per target", "Calibration strategies", "rhat_max",
+                 "RRMSE", "Runtime"):
+        assert text in first, text
+    summ = pd.read_csv(workflow_dir / "results" / "rosenbrock" / "calibration" / "summary.csv")
+    row = summ.iloc[0]
+    assert re.search(rf"<td>{row.strategy}</td>\s*<td>{row.median_error:.4g}</td>",
+                     pages["paper1_rosenbrock.html"]), "strategy table row missing"
+    assert "<table" in pages["paper3.html"] and "rhat_max" in pages["paper3.html"]
+
+
+def _embedded_html(report_html: str) -> dict[str, str]:
+    """The HTML files a Snakemake report embeds (base64 data URIs), by file name."""
+    import base64
+
+    found = re.findall(r"data:text/html;charset=[^;]+;filename=([^;]+);base64,"
+                       r"([A-Za-z0-9+/=]+)", report_html)
+    return {name: base64.b64decode(data).decode() for name, data in found}
 
 
 def test_observed_study_calibrates_without_truth(workflow_dir: Path) -> None:

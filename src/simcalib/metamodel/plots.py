@@ -53,51 +53,104 @@ def _boxes(ax: plt.Axes, data: Sequence[np.ndarray], labels: Sequence[str],
                         bbox={"boxstyle": "round,pad=0.15", "fc": "white", "alpha": 0.7})
 
 
+#: box colours of the strategies figure: what each colour means goes in its legend
+BASELINE_COLOR, OP_COLOR, OTHER_COLOR = "#fc9272", "#9ecae1", "#a1d99b"
+#: a panel's width per box (inches) and the most a panel may be wide
+BOX_WIDTH, MAX_PANEL_WIDTH = 0.85, 9.0
+#: unit of the actual error on every axis that shows it
+ERROR_UNIT = "training sd of each output"
+
+
+def strategy_label(name: str) -> str:
+    """The config's strategy name, with the paper's label where it differs beyond case
+    (``gpbo`` -> ``gpbo (GP-BO)``): figures use the names the configs and CSVs use."""
+    lab = labels().get(name, name)
+    return name if lab.lower() == name.lower() else f"{name} ({lab})"
+
+
 def fig_strategies(records: Mapping[str, pd.DataFrame], path: str | os.PathLike[str],
                    title: str = "") -> None:
-    """Fig. 4 / Fig. 6: actual error per strategy, medians printed."""
+    """Fig. 4 / Fig. 6: actual error per strategy, medians printed; ``title`` is the
+    study's name (or empty)."""
     names = list(records)
     n = len(next(iter(records.values()))) if records else 0
-    _metric_panels(records, names, [labels().get(s, s) for s in names], path,
-                   title or f"calibration strategies, {n} targets", width=1.3,
-                   colors=["#fc9272" if s == "rs" else "#9ecae1" if s == "op" else "#a1d99b"
-                           for s in names])
+    head = f"actual error of each calibration strategy over {n} targets"
+    colors = [BASELINE_COLOR if s == "rs" else OP_COLOR if s == "op" else OTHER_COLOR
+              for s in names]
+    legend = [(c, lab) for c, lab, used in (
+        (BASELINE_COLOR, "baseline: random sampling (rs)", "rs" in names),
+        (OP_COLOR, "the metamodel's optimum only (op)", "op" in names),
+        (OTHER_COLOR, "other strategies", any(s not in ("rs", "op") for s in names)))
+        if used]
+    _metric_panels(records, names, [strategy_label(s) for s in names], path,
+                   f"Study {title}: {head}" if title else head[0].upper() + head[1:],
+                   colors=colors, xlabel="strategy (name in the config)", legend=legend)
 
 
 def _metric_panels(records: Mapping[Any, pd.DataFrame], keys: Sequence[Any],
                    labels: Sequence[str], path: str | os.PathLike[str], title: str,
-                   width: float, colors: Sequence[str] | None = None,
-                   xlabel: str | None = None, ylabel_prefix: str = "") -> None:
-    """One boxplot panel per metric (:func:`_metrics`), one box per key of ``records``."""
+                   colors: Sequence[str] | None = None, xlabel: str | None = None,
+                   ylabel_prefix: str = "",
+                   legend: Sequence[tuple[str, str]] = ()) -> None:
+    """One boxplot panel per metric (:func:`_metrics`), one box per key of ``records``.
+    Panels go in a grid, two per row when they are narrow and one per row otherwise,
+    so the figure stays near the report viewer's width instead of a wide strip."""
     cols = _metrics(records)
-    fig, axes = plt.subplots(1, len(cols), figsize=(len(cols) * (width * len(keys) + 2), 4),
+    panel_w = min(max(BOX_WIDTH * len(keys) + 1.5, 4.5), MAX_PANEL_WIDTH)
+    ncols = 2 if panel_w <= 5.0 and len(cols) > 1 else 1
+    nrows = -(-len(cols) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(ncols * panel_w, 3.6 * nrows + 0.6),
                              squeeze=False)
-    for ax, (col, lab) in zip(axes[0], cols, strict=True):
+    rotate = max((len(lab) for lab in labels), default=0) * len(keys) > 8 * panel_w
+    for ax, (col, lab) in zip(axes.flat, cols, strict=False):
         _boxes(ax, [_finite(records[k][col]) for k in keys], labels, colors)
+        if rotate:
+            ax.tick_params(axis="x", labelrotation=30)
+            for t in ax.get_xticklabels():
+                t.set_horizontalalignment("right")
         if xlabel:
             ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel_prefix + lab)
-    axes[0][0].set_title(title)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(cols):]:
+        ax.set_visible(False)
+    if legend:
+        from matplotlib.patches import Patch
+
+        axes.flat[0].legend(handles=[Patch(facecolor=c, alpha=0.8, label=lab)
+                                     for c, lab in legend], fontsize=8, loc="best")
+    fig.suptitle(title)
+    fig.tight_layout()
     _save(fig, path)
 
 
 def _metrics(records: Mapping[object, pd.DataFrame]) -> list[tuple[str, str]]:
     """Actual error, plus the re-scored error (fresh replicates) when every table has it."""
-    cols = [("error", "actual error Δ (outputs / training sd)")]
+    cols = [("error", f"actual error Δ\n(Σ over outputs, in {ERROR_UNIT})")]
     if records and all("rescored_error" in df for df in records.values()):
-        cols.append(("rescored_error", "re-scored Δ (mean of fresh replicates)"))
+        cols.append(("rescored_error", "re-scored Δ, mean of fresh replicates\n"
+                                       f"(Σ over outputs, in {ERROR_UNIT})"))
     return cols
 
 
 def fig_rs_vs_op(rs: pd.DataFrame, op: pd.DataFrame, path: str | os.PathLike[str],
                  title: str = "") -> None:
-    """Fig. 2: predicted (δ) and actual (Δ) error of RS and OP."""
-    fig, ax = plt.subplots(figsize=(6, 4))
+    """Fig. 2: predicted (δ, metamodel) and actual (Δ, simulator) error of RS and OP."""
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
     _boxes(ax, [_finite(rs["predicted_error"]), _finite(op["predicted_error"]),
                 _finite(rs["error"]), _finite(op["error"])],
-           ["PE RS", "PE OP", "AE RS", "AE OP"], ["#fc9272", "#9ecae1"])
-    ax.set_ylabel("error (outputs / training sd)")
-    ax.set_title(title or "RS vs OP: predicted (PE) and actual (AE) error")
+           ["predicted δ\nrs", "predicted δ\nop", "actual Δ\nrs", "actual Δ\nop"],
+           [BASELINE_COLOR, OP_COLOR])
+    ax.set_ylabel(f"error (Σ over outputs, in {ERROR_UNIT})")
+    ax.set_xlabel("error kind and strategy (δ: metamodel's prediction; Δ: simulator re-run)")
+    ax.legend(handles=[Patch(facecolor=BASELINE_COLOR, alpha=0.8, label="rs (random sampling)"),
+                       Patch(facecolor=OP_COLOR, alpha=0.8, label="op (metamodel optimum)")],
+              fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(title or "Random sampling vs the metamodel's optimum: predicted and actual "
+                 "error", fontsize=10)
     _save(fig, path)
 
 
@@ -107,8 +160,10 @@ def fig_sweep(records: Mapping[float, pd.DataFrame], path: str | os.PathLike[str
     rs_ = sorted(records)
     labels = [f"1/{round(1 / r):d}" if r < 1 and abs(1 / r - round(1 / r)) < 1e-6 else f"{r:g}"
               for r in rs_]
-    _metric_panels(records, rs_, labels, path, title or "PtS: effect of the proximity range",
-                   width=1.2, xlabel="proximity R", ylabel_prefix="PtS ")
+    _metric_panels(records, rs_, labels, path,
+                   title or "PtS: actual error as the proximity range grows",
+                   xlabel="proximity R (box half-width, fraction of each input's range)",
+                   ylabel_prefix="PtS ")
 
 
 def fig_contexts(insample: pd.DataFrame, outofsample: pd.DataFrame, names: Sequence[str],
@@ -120,14 +175,16 @@ def fig_contexts(insample: pd.DataFrame, outofsample: pd.DataFrame, names: Seque
         for j, n in enumerate(names):
             ax = axes[row, j]
             t, c = df[f"true_{n}"].to_numpy(float), df[f"x_{n}"].to_numpy(float)
-            ax.scatter(t, c, s=18, alpha=0.8)
+            ax.scatter(t, c, s=18, alpha=0.8, label="one target each")
             if len(t):
                 lo, hi = np.nanmin([t.min(), c.min()]), np.nanmax([t.max(), c.max()])
-                ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-            ax.set_xlabel(f"true {n}")
-            ax.set_ylabel(f"calibrated {n}")
-            ax.set_title(f"{lab}: {n}")
-    fig.suptitle(title or "true vs calibrated inputs")
+                ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="calibrated = true")
+            ax.set_xlabel(f"true {n} (the input's config units)")
+            ax.set_ylabel(f"calibrated {n} (config units)")
+            ax.set_title(f"{lab} contexts: input {n}", fontsize=10)
+            if row == 0 and j == 0:
+                ax.legend(fontsize=8)
+    fig.suptitle(title or "True vs calibrated inputs")
     fig.tight_layout()
     _save(fig, path)
 
@@ -143,11 +200,11 @@ def fig_noise(table: pd.DataFrame, records: Mapping[str, pd.DataFrame],
     axes = axes[0]
     if truth:
         _boxes(axes[0], [_finite(records[s]["distance"]) for s in order], labels)
-        axes[0].set_xlabel("relative noise sd")
-        axes[0].set_ylabel("distance to true inputs (unit-scaled)")
+        axes[0].set_xlabel("simulator noise sd (fraction of |output|)")
+        axes[0].set_ylabel("Euclidean distance to the true inputs\n(inputs scaled to [0, 1])")
     _boxes(axes[-1], [_finite(records[s]["error"]) for s in order], labels)
-    axes[-1].set_xlabel("relative noise sd")
-    axes[-1].set_ylabel("actual error Δ")
-    fig.suptitle(title or "PtS under stochastic outputs")
+    axes[-1].set_xlabel("simulator noise sd (fraction of |output|)")
+    axes[-1].set_ylabel(f"actual error Δ\n(Σ over outputs, in {ERROR_UNIT})")
+    fig.suptitle(title or "PtS when the simulator's outputs are noisy")
     fig.tight_layout()
     _save(fig, path)

@@ -23,13 +23,39 @@ def _save(fig: plt.Figure, path: str | Path) -> None:
     plt.close(fig)
 
 
+def _grid(n: int, panel_w: float, panel_h: float, ncols: int = 3
+          ) -> tuple[plt.Figure, list[plt.Axes]]:
+    """``n`` panels in rows of at most ``ncols`` (a readable grid, not a wide strip);
+    unused panels are hidden."""
+    ncols = max(1, min(ncols, n))
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_w * ncols, panel_h * nrows),
+                             squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def scenario_text(sc: str) -> str:
+    """``s0_s1`` -> ``sources s0 + s1``; ``all`` -> ``all sources``: titles in words."""
+    if sc == "all":
+        return "all sources"
+    return "sources " + " + ".join(sc.split("_"))
+
+
+def step_text(step: str) -> str:
+    """``step1`` -> ``step 1``."""
+    return step.replace("step", "step ", 1) if step.startswith("step") else step
+
+
 def posteriors(samples: pd.DataFrame, theta_mse: pd.DataFrame, prior: dict[str, tuple],
                path: str | Path) -> None:
     """Fig. 2: prior (uniform over the sampling range) vs theta-hat density, one panel
     per (scenario, source, parameter), theta^MSE as a vertical line."""
     keys = samples[["scenario", "source", "parameter"]].drop_duplicates().values.tolist()
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 2.8), squeeze=False)
-    for ax, (sc, src, par) in zip(axes[0], keys, strict=True):
+    fig, axes = _grid(len(keys), 3.4, 3.0)
+    for ax, (sc, src, par) in zip(axes, keys, strict=True):
         v = samples[(samples.scenario == sc) & (samples.source == src)
                     & (samples.parameter == par)]["value"].to_numpy()
         lo, hi = prior.get(par, (v.min(), v.max()))
@@ -40,9 +66,11 @@ def posteriors(samples: pd.DataFrame, theta_mse: pd.DataFrame, prior: dict[str, 
         ref = theta_mse[(theta_mse.source == src) & (theta_mse.parameter == par)]
         if len(ref):
             ax.axvline(float(ref["theta_mse"].iloc[0]), color="k", lw=1, label=r"$\theta^{MSE}$")
-        ax.set_title(f"{sc}: {src} {par}", fontsize=9)
-        ax.set_xlabel(par)
-    axes[0][0].legend(fontsize=7)
+        ax.set_title(f"{scenario_text(sc)}: source {src}, {par}", fontsize=9)
+        ax.set_xlabel(f"calibration parameter {par} (its own units)")
+        ax.set_ylabel("probability density")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Calibrated parameters: prior, posterior and the MSE-best value", fontsize=10)
     _save(fig, path)
 
 
@@ -58,12 +86,16 @@ def curves(df: pd.DataFrame, path: str | Path) -> None:
             d = df[(df.scenario == sc) & (df.source == src) & (df.output == o)].sort_values("x")
             ax = axes[r][c]
             ax.plot(d.x, d.hf_true, "k-", lw=1.5, label="HF (true)")
-            ax.plot(d.x, d.ipronc_mean, "r--", label=f"iPro-NC, t_s={src}")
+            ax.plot(d.x, d.ipronc_mean, "r--", label="iPro-NC as the panel's source")
             ax.fill_between(d.x, d.ipronc_mean - 1.96 * d.ipronc_sd,
                             d.ipronc_mean + 1.96 * d.ipronc_sd, color="r", alpha=0.15)
-            ax.plot(d.x, d.lf_formula, "m-", lw=1, label=f"{src} formula at mean theta")
-            ax.set_title(f"{sc}: {src}, {o}", fontsize=9)
+            ax.plot(d.x, d.lf_formula, "m-", lw=1, label="the source's formula at mean θ̂")
+            ax.set_title(f"{scenario_text(sc)}: source {src}, output {o}", fontsize=9)
+            ax.set_xlabel("input x")
+            ax.set_ylabel(f"output {o}")
     axes[0][0].legend(fontsize=7)
+    fig.suptitle("High-fidelity curve vs iPro-NC emulation (mean ± 1.96 sd) and the "
+                 "calibrated low-fidelity formula", fontsize=10)
     _save(fig, path)
 
 
@@ -81,13 +113,18 @@ def latents(df: pd.DataFrame, path: str | Path) -> None:
         for _, row in zs.iterrows():
             ax.scatter(row.z1, row.z2, s=40)
             ax.annotate(row.source, (row.z1, row.z2))
-        ax.set_title(f"{sc}: Block 0 (z^s)", fontsize=9)
+        ax.set_title(f"{scenario_text(sc)}: source latents (Block 0)", fontsize=9)
+        ax.set_xlabel("latent z₁ (dimensionless)")
+        ax.set_ylabel("latent z₂ (dimensionless)")
         ax = axes[1][c]
         zt = d[(d.scenario == sc) & (d.block == "z_theta")]
         for (src, st), g in zt.groupby(["source", "set"]):
             ax.scatter(g.z1, g.z2, s=4, alpha=0.4, label=f"{src} {st}")
-        ax.set_title(f"{sc}: Block 1 (z^theta)", fontsize=9)
-        ax.legend(fontsize=6, markerscale=3)
+        ax.set_title(f"{scenario_text(sc)}: parameter latents (Block 1)", fontsize=9)
+        ax.set_xlabel("latent z₁ (dimensionless)")
+        ax.set_ylabel("latent z₂ (dimensionless)")
+        ax.legend(fontsize=6, markerscale=3, title="source, draws", title_fontsize=6)
+    fig.suptitle("Latent maps of iPro-NC (first seed of each scenario)", fontsize=10)
     _save(fig, path)
 
 
@@ -95,8 +132,8 @@ def hardening_curves(df: pd.DataFrame, path: str | Path) -> None:
     """Force vs reference displacement of one HF test specimen: HF, iPro-NC with
     t_s = s0 and with each calibrated LF source, per step and scenario."""
     keys = df[["step", "scenario"]].drop_duplicates().values.tolist()
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.4 * len(keys), 2.8), squeeze=False)
-    for ax, (step, sc) in zip(axes[0], keys, strict=True):
+    fig, axes = _grid(len(keys), 3.6, 3.0)
+    for ax, (step, sc) in zip(axes, keys, strict=True):
         d = df[(df.step == step) & (df.scenario == sc)]
         first = True
         for pred, g in d.groupby("predictor"):
@@ -104,9 +141,11 @@ def hardening_curves(df: pd.DataFrame, path: str | Path) -> None:
                 ax.plot(g.u, g.F_true, "k-", lw=2, label="HF")
                 first = False
             ax.plot(g.u, g.F_pred, "--", color={"s0": "C0", "s1": "C1", "s2": "C2"}.get(
-                pred, "C3"), label=f"t_s={pred}")
-        ax.set_title(f"{step} {sc}", fontsize=9)
-        ax.set_xlabel("u (mm)")
-        ax.set_ylabel("F (N)")
+                pred, "C3"), label=f"iPro-NC as source {pred}")
+        ax.set_title(f"{step_text(step)}, {scenario_text(sc)}", fontsize=9)
+        ax.set_xlabel("reference displacement u (mm)")
+        ax.set_ylabel("force F (N)")
         ax.legend(fontsize=7)
+    fig.suptitle("Hardening law: force-displacement curve of one high-fidelity test "
+                 "specimen", fontsize=10)
     _save(fig, path)
