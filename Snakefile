@@ -19,8 +19,10 @@ if not workflow.overwrite_configfiles:
 
 
 
-# One environment for every rule when run with --software-deployment-method conda.
-conda: "envs/simcalib.yaml"
+# Every rule calls `python -m simcalib` with this checkout's library first on the path:
+# the same code the Snakefile validated with, also inside the rules' conda environment
+# (envs/simcalib.yaml: the dependencies only) under --software-deployment-method conda.
+shell.prefix(f'export PYTHONPATH="{workflow.basedir}/src${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; ')
 
 
 # Snakemake read the config files with a loader that keeps the last of two equal keys;

@@ -81,6 +81,8 @@ rule bayes_data:
     resources:
         mem_mb=1000,
         runtime=10,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib bayes-data --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --rep {wildcards.rep} "
@@ -114,6 +116,8 @@ rule bayes_run:
     resources:
         mem_mb=2000,
         runtime=bayes_run_minutes,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} --rep {wildcards.rep} "
@@ -141,6 +145,8 @@ rule bayes_metrics:
     resources:
         mem_mb=1000,
         runtime=10,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib bayes-metrics --setting {wildcards.setting} --truth {input.truth} "
         "--dense {input.dense} --summary {input.summary} --predictive {input.predictive} "
@@ -167,6 +173,8 @@ rule bayes_table:
     resources:
         mem_mb=500,
         runtime=5,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib bayes-table --setting {wildcards.setting} --metrics {input.metrics} "
         "--output-metrics {input.output_metrics} --out-params {output.params} "
@@ -202,6 +210,8 @@ rule bayes_plot:
     resources:
         mem_mb=1000,
         runtime=10,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib bayes-plot --setting {wildcards.setting} --data {input.obs} "
         "--dense {input.dense} --truth {input.truth} --predictive {input.predictive} "
@@ -236,6 +246,8 @@ rule bayes_fit:
     resources:
         mem_mb=2000,
         runtime=bayes_run_minutes,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} "
@@ -264,6 +276,8 @@ rule bayes_diagnostics:
     resources:
         mem_mb=1000,
         runtime=10,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib bayes-diagnostics --posterior {input.posterior} --out-trace {output.trace} "
         "--out-rank {output.rank} --out-pair {output.pair} > {log} 2>&1"
@@ -291,6 +305,8 @@ rule bayes_compare:
     resources:
         mem_mb=1000,
         runtime=10,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib bayes-compare --setting {wildcards.setting} --data {input.data} "
         "--summary {input.summary} --predictive {input.predictive} "
@@ -322,6 +338,8 @@ rule bayes_data_plot:
     resources:
         mem_mb=1000,
         runtime=10,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib bayes-plot --setting {wildcards.setting} --data {input.data} "
         "--predictive {input.predictive} --summary {input.summary} "

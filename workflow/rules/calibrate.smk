@@ -45,6 +45,8 @@ rule cal_anchors:
     resources:
         mem_mb=4000,
         runtime=240,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib cal-anchors --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} "
@@ -72,6 +74,8 @@ rule cal_run:
     resources:
         mem_mb=4000,
         runtime=240,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
@@ -101,6 +105,8 @@ rule cal_summary:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib cal-summary --records {params.pairs} --output {output.summary} "
         "--figure {output.figure} --title '{wildcards.study}' --metamodel-info {input.meta} "
@@ -123,6 +129,8 @@ rule cal_rs_vs_op:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib cal-summary --records rs={input.rs} op={input.op} "
         "--output {output.table} --figure-rs-op {output.figure} > {log} 2>&1"
@@ -145,6 +153,8 @@ rule cal_sweep:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib cal-sweep --records {params.pairs} --output {output.table} "
         "--figure {output.figure} --title '{wildcards.study}: PtS proximity sweep' > {log} 2>&1"
@@ -166,6 +176,8 @@ rule cal_contexts:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib cal-contexts --insample {input.ins} --outofsample {input.oos} "
         "--strategy {wildcards.strategy} --output {output.table} --figure {output.figure} "
@@ -189,6 +201,8 @@ rule cal_noise:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib cal-noise --records {params.pairs} --output {output.table} "
         "--figure {output.figure} > {log} 2>&1"

@@ -25,6 +25,8 @@ rule mm_train:
     resources:
         mem_mb=2000,
         runtime=60,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib mm-train --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --dataset {input} --threads {threads} "
@@ -49,6 +51,8 @@ rule mm_optimize:
     resources:
         mem_mb=4000,
         runtime=120,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib mm-optimize --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --metamodel results/{wildcards.study}/metamodel "

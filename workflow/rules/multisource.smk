@@ -76,6 +76,8 @@ rule ms_data:
     resources:
         mem_mb=2000,
         runtime=30,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib ms-data --case {wildcards.ms_case} --params {params.cfg:q} "
         "--seed {params.seed} --data {output.data} --spec {output.spec} "
@@ -101,6 +103,8 @@ rule ms_fit_analytic:
     resources:
         mem_mb=2000,
         runtime=ms_fit_runtime("analytic"),
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib ms-fit --case analytic --scenario {wildcards.ms_scenario} "
         "--params {params.cfg:q} --seed {params.seed} --data {input.data} "
@@ -133,6 +137,8 @@ rule ms_fit_hardening:
     resources:
         mem_mb=4000,
         runtime=ms_fit_runtime("hardening"),
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib ms-fit --case hardening/{wildcards.ms_step} "
         "--scenario {wildcards.ms_scenario} --params {params.cfg:q} --seed {params.seed} "
@@ -156,6 +162,8 @@ rule ms_lsq:
     resources:
         mem_mb=2000,
         runtime=30,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib ms-lsq --case {wildcards.ms_case} --params {params.cfg:q} "
         "--seed {params.seed} --data {input.data} --output {output} > {log} 2>&1"
@@ -180,6 +188,8 @@ rule ms_report_analytic:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib ms-report --case analytic --fits {params.fits} --theta-mse {input.mse} "
         "--lsq {input.lsq} --outdir results/multisource/analytic > {log} 2>&1"
@@ -205,6 +215,8 @@ rule ms_report_hardening:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib ms-report --case hardening --fits {params.fits} --theta-mse {input.mse} "
         "--lsq {input.lsq} --outdir results/multisource/hardening > {log} 2>&1"

@@ -54,6 +54,8 @@ rule report_summary:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib report-summary --results results --studies {params.studies} "
         "--bayes-settings {params.bayes} {params.multisource} "

@@ -23,6 +23,8 @@ rule sim_design:
     resources:
         mem_mb=1000,
         runtime=5,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib sim-design --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --output {output} > {log} 2>&1"
@@ -48,6 +50,8 @@ rule sim_run:
     resources:
         mem_mb=2000,
         runtime=120,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib sim-run --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --design {input} --chunk {wildcards.chunk} "
@@ -71,6 +75,8 @@ rule sim_merge:
     resources:
         mem_mb=2000,
         runtime=5,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib sim-merge --design {input.design} --chunk-size {params.chunk_size} "
         "--chunks {input.csv} --metas {input.meta} --output {output.dataset} "
@@ -98,6 +104,8 @@ rule sim_targets:
     resources:
         mem_mb=2000,
         runtime=60,
+    conda:
+        "../../envs/simcalib.yaml"
     shell:
         "simcalib sim-targets --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --which {params.which} --threads {threads} --output {output} "
