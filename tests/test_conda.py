@@ -17,7 +17,9 @@ from tests.conftest import REPO, TINY
 FAKE_CONDA = """#!/bin/sh
 case "$*" in
   *--version*) echo "conda 24.7.1" ;;
-  *info*) echo '{"conda_version": "24.7.1", "platform": "linux-64", "root_prefix": "/nonexistent", "conda_prefix": "/nonexistent", "envs_dirs": [], "pkgs_dirs": []}' ;;
+  *info*) echo '{"conda_version": "24.7.1", "platform": "linux-64",'\
+    '"root_prefix": "/nonexistent", "conda_prefix": "/nonexistent",'\
+    '"envs_dirs": [], "pkgs_dirs": []}' ;;
   *config*) echo '{"get": {"channel_priority": "strict"}}' ;;
   *) echo "{}" ;;
 esac
