@@ -71,7 +71,7 @@ def test_train_then_optimize(tmp_path, capsys):
 def test_trust_flag_names_low_r2_and_unproven_results():
     from types import SimpleNamespace
 
-    from simcalib.commands.metamodel import low_r2_outputs, trust_flag
+    from simcalib.metamodel.milp.targets import low_r2_outputs, trust_flag
 
     ok = SimpleNamespace(status="optimal", gap=0.0)
     limited = SimpleNamespace(status="time_limit", gap=0.0421)

@@ -106,7 +106,7 @@ def simulate_rows(study: Study, rows: pd.DataFrame, seed: int, stream: str = "si
                      res[result_columns(study.simulator, study.outputs)]],
                     axis=1)
     n_bad = int((out["status"] != "ok").sum())
-    log.info("%s: simulated %d rows in %.2f s (%d failed)", study.name, len(out), dt, n_bad)
+    log.debug("%s: simulated %d rows in %.2f s (%d failed)", study.name, len(out), dt, n_bad)
     return out
 
 

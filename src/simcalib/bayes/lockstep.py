@@ -42,6 +42,7 @@ from simcalib.bayes.batched import (
     loglik_batch,
 )
 from simcalib.errors import DataError
+from simcalib.progress import eta
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +244,7 @@ class LockstepRun:
         cov_every = max(25, adapt_every // 4)
         everyone = np.ones(n_lane, dtype=bool)
         t0, c0 = time.perf_counter(), time.process_time()
+        it0 = self.it
         for _ in range(n_iter):
             it = self.it
             # 1. (u, log gamma, log ell) | sigma^2, all lanes at once
@@ -309,8 +311,10 @@ class LockstepRun:
             if bar is not None:
                 bar.update()
             if log_every and self.it % log_every == 0:
-                log.info("%s iteration %d acceptance %s lp %s", label, self.it,
-                         np.round(self.acc_total / self.it, 3), np.round(st["lp"], 2))
+                done = self.it - it0
+                log.info("%s iteration %d (%d/%d of this block) acceptance %s lp %s, %s",
+                         label, self.it, done, n_iter, np.round(self.acc_total / self.it, 3),
+                         np.round(st["lp"], 2), eta(time.perf_counter() - t0, done, n_iter))
         self.wall += time.perf_counter() - t0
         self.cpu += time.process_time() - c0
 

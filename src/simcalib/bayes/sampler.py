@@ -45,6 +45,7 @@ from simcalib.bayes.kernels import (
 )
 from simcalib.bayes.likelihood import Likelihood, ObsData
 from simcalib.errors import ConfigError, DataError
+from simcalib.progress import eta
 
 __all__ = ["Likelihood", "ObsData", "Sampler", "SamplerConfig", "run"]
 
@@ -357,8 +358,9 @@ class Sampler:
             if bar is not None:
                 bar.update()
             if cfg.log_every and (it + 1) % cfg.log_every == 0:
-                log.info("%s iteration %d/%d acceptance %.3f lp %.2f", label, it + 1,
-                         cfg.iterations, acc_total / (it + 1), st.lp)
+                log.info("%s iteration %d/%d acceptance %.3f lp %.2f, %s", label, it + 1,
+                         cfg.iterations, acc_total / (it + 1), st.lp,
+                         eta(time.perf_counter() - t0, it + 1, cfg.iterations))
         if bar is not None:
             bar.close()
         seconds = time.perf_counter() - t0

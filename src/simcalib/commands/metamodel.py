@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from simcalib import io, timing
 from simcalib.commands._common import add_study_args, load_params, seed_from_args
 from simcalib.errors import ConfigError, DataError
@@ -109,75 +107,6 @@ def _optimize_params(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dic
         dict(p.get("solver") or {})
 
 
-def op_rows(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: dict[str, Any],
-            solver: dict[str, Any], seed: int) -> pd.DataFrame:
-    """One row per target (per alternative), in the op.csv layout."""
-    from simcalib.metamodel.milp import alternative_optima, optimize
-
-    alt = opt.get("alternatives") or {}
-    k = int(alt.get("k", 1))
-    low = low_r2_outputs(mm)
-    if low:
-        log.warning("%s: the metamodel's test R2 is below min_r2 = %g for %s; every OP "
-                    "result below is flagged low_r2", study, float(mm.info.get("min_r2", 0.9)),
-                    low)
-    rows = []
-    for _, row in targets.iterrows():
-        tid = int(row["target_id"]) if "target_id" in row else int(_)
-        target = {o: float(row[o]) for o in mm.output_names}
-        context = {c: float(row[c]) for c in space.context_names}
-        s = int(seed) + tid
-        if k > 1:
-            results = alternative_optima(mm, space, target, context, solver, k,
-                                         float(alt.get("epsilon", 0.01)),
-                                         float(alt.get("distance", 0.1)),
-                                         weights=opt.get("weights") or None, seed=s)
-        else:
-            results = [optimize(mm, space, target, context, solver,
-                                weights=opt.get("weights") or None, seed=s)]
-        for rank, r in enumerate(results):
-            out: dict[str, Any] = {"target_id": tid, "rank": rank}
-            out.update({n: v for n, v in zip(space.tunable_names, r.x, strict=True)})
-            out.update(context)
-            out.update({f"pred_{o}": v for o, v in zip(mm.output_names, r.predicted,
-                                                        strict=True)})
-            out.update({"objective": r.objective, "bound": r.bound, "gap": r.gap,
-                        "status": r.status, "time_limited": r.time_limited,
-                        "seconds": round(r.seconds, 4), "nodes": r.nodes, "backend": r.backend,
-                        "low_r2": bool(low), "flag": trust_flag(r, low)})
-            if r.status != "optimal":
-                log.warning("%s target %d rank %d: not proven optimal (%s, gap %.3g): the "
-                            "point may not be the metamodel's best", study, tid, rank,
-                            r.status, r.gap)
-            rows.append(out)
-            log.info("%s target %d rank %d: %s objective %.6g gap %.2g in %.2f s", study, tid,
-                     rank, r.status, r.objective, r.gap, r.seconds)
-    df = pd.DataFrame(rows)
-    # inputs in the metamodel's (the config's) order, whatever order the space has
-    first = ["target_id", "rank", *mm.input_names]
-    return df[first + [c for c in df.columns if c not in first]]
-
-
-def low_r2_outputs(mm: Any) -> list[str]:
-    """Outputs whose test R² is below the metamodel's ``min_r2`` (recomputed from
-    ``test_r2`` for metamodels trained before the flag existed)."""
-    if "low_r2_outputs" in mm.info:
-        return list(mm.info["low_r2_outputs"])
-    thr = float(mm.info.get("min_r2", 0.9))
-    return [o for o, v in (mm.info.get("test_r2") or {}).items() if not float(v) >= thr]
-
-
-def trust_flag(r: Any, low: list[str]) -> str:
-    """op.csv's ``flag``: empty when the result can be trusted as the metamodel's
-    proven optimum; otherwise ``low_r2`` and/or ``unproven(<status>, gap <g>)``."""
-    parts = []
-    if low:
-        parts.append("low_r2")
-    if r.status != "optimal":
-        parts.append(f"unproven({r.status}, gap {r.gap:.3g})")
-    return "; ".join(parts)
-
-
 def cmd_optimize(args: argparse.Namespace) -> int:
     from simcalib.metamodel.network import Metamodel
 
@@ -192,7 +121,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if targets.empty:
         raise DataError(args.targets, "no target with status ok")
     t0 = time.perf_counter()
-    df = op_rows(args.study, space, mm, targets, opt, solver, seed_from_args(args))
+    from simcalib.metamodel.milp.targets import solve_targets
+
+    df = solve_targets(args.study, space, mm, targets, opt, solver, seed_from_args(args))
     timing.write_csv(df, args.output)  # seconds -> op_timing.csv
     n_opt = int((df["status"] == "optimal").sum())
     line = (f"{args.study}: OP for {len(targets)} targets in {time.perf_counter() - t0:.1f} s; "

@@ -38,6 +38,7 @@ from torch import nn
 from simcalib import io, timing
 from simcalib.config import check_section, schema_defaults
 from simcalib.errors import ConfigError, DataError
+from simcalib.progress import eta, every
 from simcalib.seeds import int_seed, rng
 
 log = logging.getLogger(__name__)
@@ -286,7 +287,12 @@ def _fit(net: nn.Sequential, Xtr: torch.Tensor, Ytr: torch.Tensor, Xva: torch.Te
     bs = max(1, min(int(c["batch_size"]), n))
     best, best_state, best_epoch, wait = np.inf, None, 0, 0
     epoch = 0
+    t0, step = time.perf_counter(), every(int(epochs))
     for epoch in range(1, int(epochs) + 1):
+        if epoch % step == 0 and Xva is not None:
+            log.info("epoch %d/%d: best validation loss %.4g (epoch %d), %s", epoch,
+                     int(epochs), best, best_epoch,
+                     eta(time.perf_counter() - t0, epoch, int(epochs)))
         net.train()
         perm = torch.randperm(n, generator=gen)
         for i in range(0, n, bs):

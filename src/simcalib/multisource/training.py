@@ -23,6 +23,7 @@ from simcalib.multisource.loss import ipronc_loss
 from simcalib.multisource.model import IProNC
 from simcalib.multisource.problem import ProblemSpec
 from simcalib.multisource.tensors import Batch, Scaling, make_batch, slot_mask, to_rows
+from simcalib.progress import eta
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +187,11 @@ def fit_one(train: pd.DataFrame, val: pd.DataFrame | None, spec: ProblemSpec,
                     best = (rec["val_total"], epoch, state)
             history.append(rec)
         if epoch % st.log_every == 0 or epoch == st.epochs:
-            log.info("%s epoch %d/%d loss %.4f%s", label, epoch, st.epochs,
+            log.info("%s epoch %d/%d loss %.4f%s, %s", label, epoch, st.epochs,
                      float(terms["total"].detach()),
                      f" val {history[-1]['val_total']:.4f}" if vbatch is not None
-                     and history and history[-1]["epoch"] == epoch else "")
+                     and history and history[-1]["epoch"] == epoch else "",
+                     eta(time.perf_counter() - t0, epoch, st.epochs))
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     best_epoch = best[1] or st.epochs
     if st.restore_best and best[2] is not None:

@@ -25,6 +25,7 @@ from simcalib.metamodel.strategies.ledger import (
 )
 from simcalib.metamodel.strategies.registry import get
 from simcalib.metamodel.strategies.settings import check_settings, merged_settings
+from simcalib.progress import eta
 from simcalib.seeds import int_seed
 from simcalib.simulation import simulate_rows
 from simcalib.study import Study
@@ -191,20 +192,6 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
         records.append(rec)
         runs.extend(rlog)
     return pd.DataFrame(records), pd.DataFrame(runs)
-
-
-def eta(elapsed: float, done: int, total: int) -> str:
-    """``ETA 1m20s`` from the mean time per item so far (``done`` at the end)."""
-    if done >= total:
-        return f"done in {_hms(elapsed)}"
-    return f"ETA {_hms(elapsed / max(done, 1) * (total - done))}"
-
-
-def _hms(seconds: float) -> str:
-    s = int(round(seconds))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
 
 
 def _anchor_status(row: pd.Series) -> str:
