@@ -84,7 +84,7 @@ rule bayes_data:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib bayes-data --params {params.cfg:q} --seed {params.seed} "
+        "python -m simcalib bayes-data --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --rep {wildcards.rep} "
         "--obs {output.obs} --dense {output.dense} --truth {output.truth} > {log} 2>&1"
 
@@ -119,7 +119,7 @@ rule bayes_run:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
+        "python -m simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} --rep {wildcards.rep} "
         "--data {input.obs} --posterior {output.posterior} --summary {output.summary} "
         "--predictive {output.predictive} --run-info {output.info} {params.truth} > {log} 2>&1"
@@ -148,7 +148,7 @@ rule bayes_metrics:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib bayes-metrics --setting {wildcards.setting} --truth {input.truth} "
+        "python -m simcalib bayes-metrics --setting {wildcards.setting} --truth {input.truth} "
         "--dense {input.dense} --summary {input.summary} --predictive {input.predictive} "
         "--metrics {output.metrics} --output-metrics {output.output_metrics} "
         "--per-rep {output.per_rep} > {log} 2>&1"
@@ -176,7 +176,7 @@ rule bayes_table:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib bayes-table --setting {wildcards.setting} --metrics {input.metrics} "
+        "python -m simcalib bayes-table --setting {wildcards.setting} --metrics {input.metrics} "
         "--output-metrics {input.output_metrics} --out-params {output.params} "
         "--out-output {output.output} > {log} 2>&1"
 
@@ -213,7 +213,7 @@ rule bayes_plot:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib bayes-plot --setting {wildcards.setting} --data {input.obs} "
+        "python -m simcalib bayes-plot --setting {wildcards.setting} --data {input.obs} "
         "--dense {input.dense} --truth {input.truth} --predictive {input.predictive} "
         "--posterior {input.posterior} --summary {input.summary} --out-uq {output.uq} "
         "--out-marginals {output.marginals} > {log} 2>&1"
@@ -249,7 +249,7 @@ rule bayes_fit:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
+        "python -m simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} "
         "--data {input.data} --posterior {output.posterior} --summary {output.summary} "
         "--predictive {output.predictive} --run-info {output.info} > {log} 2>&1"
@@ -279,7 +279,7 @@ rule bayes_diagnostics:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib bayes-diagnostics --posterior {input.posterior} --out-trace {output.trace} "
+        "python -m simcalib bayes-diagnostics --posterior {input.posterior} --out-trace {output.trace} "
         "--out-rank {output.rank} --out-pair {output.pair} > {log} 2>&1"
 
 
@@ -308,7 +308,7 @@ rule bayes_compare:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib bayes-compare --setting {wildcards.setting} --data {input.data} "
+        "python -m simcalib bayes-compare --setting {wildcards.setting} --data {input.data} "
         "--summary {input.summary} --predictive {input.predictive} "
         "--out-params {output.params} --out-output {output.output} > {log} 2>&1"
 
@@ -341,7 +341,7 @@ rule bayes_data_plot:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib bayes-plot --setting {wildcards.setting} --data {input.data} "
+        "python -m simcalib bayes-plot --setting {wildcards.setting} --data {input.data} "
         "--predictive {input.predictive} --summary {input.summary} "
         "--out-uq {output.uq} > {log} 2>&1"
 

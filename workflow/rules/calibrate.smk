@@ -48,7 +48,7 @@ rule cal_anchors:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib cal-anchors --study {wildcards.study} --params {params.cfg:q} "
+        "python -m simcalib cal-anchors --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
         "{params.solved} --output {output} > {log} 2>&1"
@@ -77,7 +77,7 @@ rule cal_run:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
+        "python -m simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
         "{params.extra} --min-r2 {params.min_r2} --output {output.records} "
@@ -108,7 +108,7 @@ rule cal_summary:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib cal-summary --records {params.pairs} --output {output.summary} "
+        "python -m simcalib cal-summary --records {params.pairs} --output {output.summary} "
         "--figure {output.figure} --title '{wildcards.study}' --metamodel-info {input.meta} "
         "--min-r2 {params.min_r2} > {log} 2>&1"
 
@@ -132,7 +132,7 @@ rule cal_rs_vs_op:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib cal-summary --records rs={input.rs} op={input.op} "
+        "python -m simcalib cal-summary --records rs={input.rs} op={input.op} "
         "--output {output.table} --figure-rs-op {output.figure} > {log} 2>&1"
 
 
@@ -156,7 +156,7 @@ rule cal_sweep:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib cal-sweep --records {params.pairs} --output {output.table} "
+        "python -m simcalib cal-sweep --records {params.pairs} --output {output.table} "
         "--figure {output.figure} --title '{wildcards.study}: PtS proximity sweep' > {log} 2>&1"
 
 
@@ -179,7 +179,7 @@ rule cal_contexts:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib cal-contexts --insample {input.ins} --outofsample {input.oos} "
+        "python -m simcalib cal-contexts --insample {input.ins} --outofsample {input.oos} "
         "--strategy {wildcards.strategy} --output {output.table} --figure {output.figure} "
         "> {log} 2>&1"
 
@@ -204,7 +204,7 @@ rule cal_noise:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib cal-noise --records {params.pairs} --output {output.table} "
+        "python -m simcalib cal-noise --records {params.pairs} --output {output.table} "
         "--figure {output.figure} > {log} 2>&1"
 
 

@@ -28,7 +28,7 @@ rule mm_train:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib mm-train --study {wildcards.study} --params {params.cfg:q} "
+        "python -m simcalib mm-train --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --dataset {input} --threads {threads} "
         "--outdir results/{wildcards.study}/metamodel > {log} 2>&1"
 
@@ -54,7 +54,7 @@ rule mm_optimize:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib mm-optimize --study {wildcards.study} --params {params.cfg:q} "
+        "python -m simcalib mm-optimize --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --metamodel results/{wildcards.study}/metamodel "
         "--targets {input.targets} --threads {threads} --output {output} > {log} 2>&1"
 

@@ -79,7 +79,7 @@ rule ms_data:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib ms-data --case {wildcards.ms_case} --params {params.cfg:q} "
+        "python -m simcalib ms-data --case {wildcards.ms_case} --params {params.cfg:q} "
         "--seed {params.seed} --data {output.data} --spec {output.spec} "
         "--theta-mse {output.mse} > {log} 2>&1"
 
@@ -106,7 +106,7 @@ rule ms_fit_analytic:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib ms-fit --case analytic --scenario {wildcards.ms_scenario} "
+        "python -m simcalib ms-fit --case analytic --scenario {wildcards.ms_scenario} "
         "--params {params.cfg:q} --seed {params.seed} --data {input.data} "
         "--spec {input.spec} --theta-mse {input.mse} --threads {threads} "
         "--outdir {params.outdir} > {log} 2>&1"
@@ -140,7 +140,7 @@ rule ms_fit_hardening:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib ms-fit --case hardening/{wildcards.ms_step} "
+        "python -m simcalib ms-fit --case hardening/{wildcards.ms_step} "
         "--scenario {wildcards.ms_scenario} --params {params.cfg:q} --seed {params.seed} "
         "--data {input.data} --spec {input.spec} --theta-mse {input.mse} {params.fixed} "
         "--threads {threads} --outdir {params.outdir} > {log} 2>&1"
@@ -165,7 +165,7 @@ rule ms_lsq:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib ms-lsq --case {wildcards.ms_case} --params {params.cfg:q} "
+        "python -m simcalib ms-lsq --case {wildcards.ms_case} --params {params.cfg:q} "
         "--seed {params.seed} --data {input.data} --output {output} > {log} 2>&1"
 
 
@@ -191,7 +191,7 @@ rule ms_report_analytic:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib ms-report --case analytic --fits {params.fits} --theta-mse {input.mse} "
+        "python -m simcalib ms-report --case analytic --fits {params.fits} --theta-mse {input.mse} "
         "--lsq {input.lsq} --outdir results/multisource/analytic > {log} 2>&1"
 
 
@@ -218,7 +218,7 @@ rule ms_report_hardening:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib ms-report --case hardening --fits {params.fits} --theta-mse {input.mse} "
+        "python -m simcalib ms-report --case hardening --fits {params.fits} --theta-mse {input.mse} "
         "--lsq {input.lsq} --outdir results/multisource/hardening > {log} 2>&1"
 
 

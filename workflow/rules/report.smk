@@ -57,7 +57,7 @@ rule report_summary:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib report-summary --results results --studies {params.studies} "
+        "python -m simcalib report-summary --results results --studies {params.studies} "
         "--bayes-settings {params.bayes} {params.multisource} "
         "--output {output.summary} --runtime {output.runtime} --html {output.html} "
         "--tables-dir {params.tables} > {log} 2>&1"

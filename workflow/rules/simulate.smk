@@ -26,7 +26,7 @@ rule sim_design:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib sim-design --study {wildcards.study} --params {params.cfg:q} "
+        "python -m simcalib sim-design --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --output {output} > {log} 2>&1"
 
 
@@ -53,7 +53,7 @@ rule sim_run:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib sim-run --study {wildcards.study} --params {params.cfg:q} "
+        "python -m simcalib sim-run --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --design {input} --chunk {wildcards.chunk} "
         "--threads {threads} --output {output.csv} --meta {output.meta} > {log} 2>&1"
 
@@ -78,7 +78,7 @@ rule sim_merge:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib sim-merge --design {input.design} --chunk-size {params.chunk_size} "
+        "python -m simcalib sim-merge --design {input.design} --chunk-size {params.chunk_size} "
         "--chunks {input.csv} --metas {input.meta} --output {output.dataset} "
         "--summary {output.summary} > {log} 2>&1"
 
@@ -107,7 +107,7 @@ rule sim_targets:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "simcalib sim-targets --study {wildcards.study} --params {params.cfg:q} "
+        "python -m simcalib sim-targets --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --which {params.which} --threads {threads} --output {output} "
         "> {log} 2>&1"
 
