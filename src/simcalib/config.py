@@ -54,7 +54,12 @@ def schema_patch(schema_name: str) -> Callable[[Callable[[dict[str, Any]], None]
 
 
 def _load_schema(schema_dir: Any, name: str) -> dict[str, Any]:
-    return copy.deepcopy(_load_schema_cached(schema_dir, name))
+    """The parsed file (cached) with the registered patches applied now, so a value
+    registered later (a strategy added at run time) is in the schema too."""
+    contents = copy.deepcopy(_load_schema_cached(schema_dir, name))
+    for fn in _SCHEMA_PATCHES.get(name, []):
+        fn(contents)
+    return contents
 
 
 @functools.cache
@@ -68,8 +73,6 @@ def _load_schema_cached(schema_dir: Any, name: str) -> dict[str, Any]:
     # A "$schema" key would make jsonschema switch to the plain validator class for
     # that dialect and silently stop filling defaults inside the referenced file.
     contents.pop("$schema", None)
-    for fn in _SCHEMA_PATCHES.get(name, []):
-        fn(contents)
     return contents
 
 
