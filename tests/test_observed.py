@@ -19,19 +19,14 @@ from simcalib.config import validate_config
 from simcalib.errors import ConfigError, DataError
 from simcalib.simulation import make_design, simulate_rows
 from simcalib.study import Study
+from tests.test_strategies_cli import CFG
 
 metamodel = pytest.importorskip("simcalib.metamodel.network")
 pytest.importorskip("simcalib.metamodel.milp")
 
 SEED = 5
-BASE = {
-    "simulator": {"type": "rosenbrock", "options": {}},
-    "parameters": {"x": {"lower": "a - 1", "upper": "a + 1"},
-                   "y": {"lower": "a**2 - 5", "upper": "a**2 + 5"}},
-    "contexts": {"a": {"values": [5, 10]}, "b": {"values": [10, 20]}},
-    "constraints": [],
-    "design": {"method": "sobol", "n": 64, "per_level": True},
-}
+# the Rosenbrock study of test_strategies_cli.py, without its simulated targets
+BASE = {k: v for k, v in CFG.items() if k != "targets"}
 SOLVER = {"time_limit": 10, "obbt": {"enabled": False}, "warm_start": {"samples": 500}}
 # hidden true inputs of the "measurements" (never written to the file)
 TRUE = [(5.3, 27.0, 5.0, 10.0), (9.6, 95.0, 10.0, 20.0)]
