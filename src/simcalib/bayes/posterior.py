@@ -87,10 +87,9 @@ def posterior_dataset(idata: Any) -> Any:
     return post.to_dataset() if hasattr(post, "to_dataset") else post
 
 
-#: Group attributes that change from run to run: ArviZ's creation stamp and the
-#: per-chain wall times (those go to ``<stem>_timing.json`` instead).
+#: Group attributes that change from run to run: ArviZ's creation stamp; the per-chain
+#: wall and CPU times (any of ``timing.TIMING_FIELDS``) go to ``<stem>_timing.json``.
 VOLATILE_ATTRS = ("created_at",)
-TIMING_ATTRS = ("seconds",)
 
 
 def _groups(idata: Any) -> list[Any]:
@@ -101,16 +100,15 @@ def _groups(idata: Any) -> list[Any]:
 
 def write_netcdf(idata: Any, path: str | os.PathLike[str]) -> None:
     """Write without creation stamps or timings, so the same seed gives the same bytes;
-    the chains' wall seconds go to the ``_timing.json`` side file."""
+    the chains' wall and CPU seconds go to the ``_timing.json`` side file."""
     from simcalib import timing
 
     seconds: dict[str, Any] = {}
     for group in _groups(idata):
         for key in VOLATILE_ATTRS:
             group.attrs.pop(key, None)
-        for key in TIMING_ATTRS:
-            if key in group.attrs:
-                seconds[key] = np.asarray(group.attrs.pop(key)).tolist()
+        for key in [k for k in group.attrs if k in timing.TIMING_FIELDS]:
+            seconds[key] = np.asarray(group.attrs.pop(key)).tolist()
     with atomic_path(path) as tmp:
         idata.to_netcdf(str(tmp))
     if seconds:
