@@ -26,18 +26,57 @@ VERB_MODULES: list[str] = [
 ]
 
 
+# The stages, in workflow order: (verb prefix, heading in ``simcalib --help``).
+STAGES: list[tuple[str, str]] = [
+    ("sim", "Simulation: designs, simulator runs, datasets, targets"),
+    ("mm", "Metamodel (paper 1): train, Optimally-Predict"),
+    ("cal", "Calibration strategies (paper 1): anchors, runs, summaries, figures"),
+    ("ms", "Multi-source calibration (paper 2, iPro-NC)"),
+    ("bayes", "Bayesian ODE calibration (paper 3, KOH vs MOS)"),
+    ("report", "Report"),
+]
+
+CONVENTIONS = """\
+Conventions (every verb):
+  --output FILE          the verb's main output; --output-<what> FILE for its others;
+                         --output-dir DIR for a directory it fills.  Inputs never start
+                         with --output.
+  --config FILE          run a verb by hand from a whole config file (the workflow's
+                         rules pass the same settings as --params JSON instead).
+  simcalib VERB --help   what a verb reads and writes."""
+
+
+def _grouped_verbs(sub: argparse._SubParsersAction) -> str:
+    """The verbs listed by stage, one line each (the epilog of ``simcalib --help``)."""
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    width = max(len(v) for v in sub.choices) + 2
+    lines = []
+    for prefix, title in STAGES:
+        verbs = [v for v in sub.choices if v.split("-", 1)[0] == prefix]
+        if verbs:
+            lines.append(f"{title}:")
+            lines += [f"  {v:<{width}}{helps.get(v, '')}" for v in verbs]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="simcalib",
-        description="Calibrate expensive simulators (see README.md). "
-        "Each verb is one workflow step with explicit input and output paths.",
+        description="Calibrate expensive simulators (see README.md).\n"
+        "Each verb is one workflow step with explicit input and output paths; the\n"
+        "Snakemake rules call them, and any step can be run by hand.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version",
                         version=f"simcalib {importlib.metadata.version('simcalib')}")
-    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True,
+                                help="one of the verbs listed below by stage")
     for name in VERB_MODULES:
         importlib.import_module(name).register(sub)
+    # one grouped list instead of argparse's flat one (which would repeat every verb)
+    parser.epilog = _grouped_verbs(sub) + "\n\n" + CONVENTIONS
+    sub._choices_actions.clear()
     return parser
 
 

@@ -8,13 +8,18 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report-summary", help="one-page summary of every study beside the "
-                       "papers' numbers, and the runtime table from the benchmark files")
+                       "papers' numbers, and the runtime table from the benchmark files",
+                       description="Read the finished results under --results and write "
+                       "results/report/summary.md (each study's headline tables beside the "
+                       "papers' numbers, with their trust signals) and the runtime table "
+                       "collected from the rules' benchmark files.")
     p.add_argument("--results", default="results", help="the results directory")
     p.add_argument("--studies", nargs="*", default=[], help="metamodel studies (paper 1)")
     p.add_argument("--bayes-settings", nargs="*", default=[], help="paper 3 settings")
     p.add_argument("--multisource", action="store_true", help="include paper 2")
     p.add_argument("--output", required=True, help="summary.md to write")
-    p.add_argument("--runtime", required=True, help="runtime CSV to write")
+    p.add_argument("--output-runtime", dest="runtime", required=True,
+                   help="runtime CSV to write")
     p.set_defaults(func=cmd_summary)
 
 
