@@ -167,7 +167,7 @@ rule cal_run:
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
         "{params.extra} --min-r2 {params.min_r2} --output {output.records} "
-        "--runs {output.runs} > {log} 2>&1"
+        "--output-runs {output.runs} > {log} 2>&1"
 
 
 def cal_strategies(wildcards):
@@ -206,7 +206,8 @@ rule cal_summary:
         runtime=5,
     shell:
         "simcalib cal-summary --records {params.pairs} --output {output.summary} "
-        "--figure {output.figure} --title '{wildcards.study}' --metamodel-info {input.meta} "
+        "--output-figure {output.figure} --title '{wildcards.study}' "
+        "--metamodel-info {input.meta} "
         "--min-r2 {params.min_r2} > {log} 2>&1"
 
 
@@ -228,7 +229,7 @@ rule cal_rs_vs_op:
         runtime=5,
     shell:
         "simcalib cal-summary --records rs={input.rs} op={input.op} "
-        "--output {output.table} --figure-rs-op {output.figure} > {log} 2>&1"
+        "--output {output.table} --output-figure-rs-op {output.figure} > {log} 2>&1"
 
 
 def sweep_values(study):
@@ -258,7 +259,8 @@ rule cal_sweep:
         runtime=5,
     shell:
         "simcalib cal-sweep --records {params.pairs} --output {output.table} "
-        "--figure {output.figure} --title '{wildcards.study}: PtS proximity sweep' > {log} 2>&1"
+        "--output-figure {output.figure} "
+        "--title '{wildcards.study}: PtS proximity sweep' > {log} 2>&1"
 
 
 rule cal_contexts:
@@ -279,7 +281,7 @@ rule cal_contexts:
         runtime=5,
     shell:
         "simcalib cal-contexts --insample {input.ins} --outofsample {input.oos} "
-        "--strategy {wildcards.strategy} --output {output.table} --figure {output.figure} "
+        "--strategy {wildcards.strategy} --output {output.table} --output-figure {output.figure} "
         "> {log} 2>&1"
 
 
@@ -312,7 +314,7 @@ rule cal_noise:
         runtime=5,
     shell:
         "simcalib cal-noise --records {params.pairs} --output {output.table} "
-        "--figure {output.figure} > {log} 2>&1"
+        "--output-figure {output.figure} > {log} 2>&1"
 
 
 for _s in cal_studies():

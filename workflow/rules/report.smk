@@ -30,7 +30,7 @@ rule report_summary:
     shell:
         "simcalib report-summary --results results --studies {params.studies} "
         "--bayes-settings {params.bayes} --multisource "
-        "--output {output.summary} --runtime {output.runtime} > {log} 2>&1"
+        "--output {output.summary} --output-runtime {output.runtime} > {log} 2>&1"
 
 
 ALL_TARGETS += ["results/report/summary.md"]
