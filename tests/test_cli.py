@@ -214,3 +214,14 @@ def test_config_and_params_are_exclusive_and_one_is_needed(
     # --params without --seed: a clear error naming --seed
     assert main([*base, "--params", "{}"]) == 2
     assert "--seed" in capsys.readouterr().err
+
+
+def test_bayes_data_on_a_real_data_setting_is_a_clear_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    params = {"options": {"data": "x.csv"}, "refine": 2}
+    assert main(["bayes-data", "--params", json.dumps(params), "--seed", "1", "--setting",
+                 "two_mass", "--rep", "0", "--output-obs", str(tmp_path / "o.csv"),
+                 "--output-dense", str(tmp_path / "d.csv"),
+                 "--output-truth", str(tmp_path / "t.json")]) == 2
+    assert "bayes.setting_options.two_mass.data" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()

@@ -49,6 +49,10 @@ def cmd_data(args: argparse.Namespace) -> int:
     params = _bayes_params(args, "data")
     args.seed = seed_from_args(args)
     opts = {k: v for k, v in _options(params).items() if k != "sampler"}
+    if "data" in opts:
+        raise ConfigError(f"bayes.setting_options.{args.setting}.data",
+                          "a real-data setting has no simulated replications: fit its data "
+                          "with bayes-run --data FILE")
     setting = make_setting(args.setting, opts, dirs=params.get("search_dirs") or [])
     sim = simulate(setting, rng(args.seed, "bayes", args.setting, "data", args.rep),
                    refine=int(params.get("refine", 10)))
