@@ -225,3 +225,11 @@ def test_bayes_data_on_a_real_data_setting_is_a_clear_error(
                  "--output-truth", str(tmp_path / "t.json")]) == 2
     assert "bayes.setting_options.two_mass.data" in capsys.readouterr().err
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_abbreviated_flags_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bayes-metrics", "--setting", "s", "--truth", "t.json", "--summary", "s.csv",
+              "--output-m", "m.csv", "--output-metrics-outputs", "o.csv",
+              "--output-per-rep", "p.csv"])
+    assert exc.value.code == 2

@@ -8,6 +8,7 @@ explicit input and output paths, so any step can be run by hand.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.metadata
 import logging
@@ -70,10 +71,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version",
                         version=f"simcalib {importlib.metadata.version('simcalib')}")
+    # no abbreviated options: a shortened or misspelled flag is an error, never a guess
+    # (``--output-m`` must not silently mean ``--output-metrics``)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True,
-                                help="one of the verbs listed below by stage")
+                                help="one of the verbs listed below by stage",
+                                parser_class=functools.partial(argparse.ArgumentParser,
+                                                               allow_abbrev=False))
     for name in VERB_MODULES:
         importlib.import_module(name).register(sub)
+    for verb in sub.choices.values():  # outputs read as FILE / DIR in every usage line
+        for action in verb._actions:
+            opt = action.option_strings[0] if action.option_strings else ""
+            if opt.startswith("--output") and action.metavar is None:
+                action.metavar = "DIR" if opt.endswith("-dir") else "FILE"
     # one grouped list instead of argparse's flat one (which would repeat every verb)
     parser.epilog = _grouped_verbs(sub) + "\n\n" + CONVENTIONS
     sub._choices_actions.clear()
