@@ -208,16 +208,17 @@ def two_mass_run(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("bayes")
     params = json.dumps({"refine": 5})
     assert cli_main(["bayes-data", "--params", params, "--seed", "5", "--setting", "two_mass",
-                     "--rep", "0", "--obs", str(d / "obs.csv"), "--dense", str(d / "dense.csv"),
-                     "--truth", str(d / "truth.json")]) == 0
+                     "--rep", "0", "--output-obs", str(d / "obs.csv"),
+                     "--output-dense", str(d / "dense.csv"),
+                     "--output-truth", str(d / "truth.json")]) == 0
     run_params = json.dumps({"sampler": {"iterations": 1200, "burn_in": 600, "log_every": 0,
                                          "adapt_every": 100}, "refine": 5, "predict_draws": 40})
     for method in ("koh", "mos"):
         assert cli_main(["bayes-run", "--params", run_params, "--seed", "5", "--setting",
                          "two_mass", "--method", method, "--rep", "0", "--data",
-                         str(d / "obs.csv"), "--posterior", str(d / f"{method}.nc"),
-                         "--summary", str(d / f"{method}.csv"), "--predictive",
-                         str(d / f"{method}_pred.csv"), "--run-info",
+                         str(d / "obs.csv"), "--output-posterior", str(d / f"{method}.nc"),
+                         "--output-summary", str(d / f"{method}.csv"), "--output-predictive",
+                         str(d / f"{method}_pred.csv"), "--output-run-info",
                          str(d / f"{method}.json")]) == 0
     return d
 
@@ -269,16 +270,16 @@ def test_metrics_tables_and_plots(two_mass_run, tmp_path):
     assert cli_main(["bayes-metrics", "--setting", "two_mass", "--truth", str(d / "truth.json"),
                      "--dense", str(d / "dense.csv"), "--summary", str(d / "koh.csv"),
                      str(d / "mos.csv"), "--predictive", str(d / "koh_pred.csv"),
-                     str(d / "mos_pred.csv"), "--metrics", str(out / "metrics.csv"),
-                     "--output-metrics", str(out / "out.csv"), "--per-rep",
+                     str(d / "mos_pred.csv"), "--output-metrics", str(out / "metrics.csv"),
+                     "--output-metrics-outputs", str(out / "out.csv"), "--output-per-rep",
                      str(out / "per.csv")]) == 0
     met = pd.read_csv(out / "metrics.csv")
     assert {"method", "parameter", "bias", "rmse", "coverage", "width",
             "replications"} <= set(met.columns)
     assert len(met) == 8 and set(met["method"]) == {"koh", "mos"}
     assert cli_main(["bayes-table", "--setting", "two_mass", "--metrics", str(out / "metrics.csv"),
-                     "--output-metrics", str(out / "out.csv"), "--out-params",
-                     str(out / "tp.csv"), "--out-output", str(out / "to.csv")]) == 0
+                     "--metrics-outputs", str(out / "out.csv"), "--output-params",
+                     str(out / "tp.csv"), "--output-outputs", str(out / "to.csv")]) == 0
     tp = pd.read_csv(out / "tp.csv")
     assert tp.loc[(tp.method == "mos") & (tp.parameter == "k1"), "paper_rmse"].item() == 2.5667
     assert "Table 1" in (out / "tp.md").read_text()
@@ -293,7 +294,7 @@ def test_metrics_tables_and_plots(two_mass_run, tmp_path):
                      "--dense", str(d / "dense.csv"), "--truth", str(d / "truth.json"),
                      "--predictive", str(d / "koh_pred.csv"), str(d / "mos_pred.csv"),
                      "--posterior", str(d / "koh.nc"), str(d / "mos.nc"),
-                     "--out-uq", str(out / "uq.png"), "--out-marginals",
+                     "--output-uq", str(out / "uq.png"), "--output-marginals",
                      str(out / "marg.png")]) == 0
     assert (out / "uq.png").stat().st_size > 1000 and (out / "marg.csv").exists()
 
@@ -329,7 +330,8 @@ def test_missing_observations_are_masked(settings, tmp_path):
 def test_cli_reports_bad_params_in_one_line(tmp_path, capsys):
     rc = cli_main(["bayes-run", "--params", '{"sampler": {"iterationz": 3}}', "--seed", "1",
                    "--setting", "two_mass", "--method", "koh", "--data", str(tmp_path / "x.csv"),
-                   "--posterior", str(tmp_path / "p.nc"), "--summary", str(tmp_path / "s.csv")])
+                   "--output-posterior", str(tmp_path / "p.nc"),
+                   "--output-summary", str(tmp_path / "s.csv")])
     assert rc == 2
     assert "iterationz" in capsys.readouterr().err
 

@@ -237,9 +237,10 @@ def data_run(tmp_path_factory) -> Path:
                          "refine": 4, "predict_draws": 40, "search_dirs": [str(d)]})
     for m in ("koh", "mos"):
         assert cli_main(["bayes-run", "--params", params, "--seed", "3", "--setting", "decay",
-                         "--method", m, "--data", str(d / "decay.csv"), "--posterior",
-                         str(d / f"{m}.nc"), "--summary", str(d / f"{m}.csv"), "--predictive",
-                         str(d / f"{m}_pred.csv"), "--run-info", str(d / f"{m}.json")]) == 0
+                         "--method", m, "--data", str(d / "decay.csv"), "--output-posterior",
+                         str(d / f"{m}.nc"), "--output-summary", str(d / f"{m}.csv"),
+                         "--output-predictive",
+                         str(d / f"{m}_pred.csv"), "--output-run-info", str(d / f"{m}.json")]) == 0
     return d
 
 
@@ -281,7 +282,7 @@ def test_real_data_outputs_carry_trust_signals(data_run, tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         assert cli_main(["bayes-run", "--params", params, "--seed", "3", "--setting",
                          "decay", "--method", "koh", "--data", str(d / "decay.csv"),
-                         "--posterior", str(tmp_path / "p.nc"), "--summary",
+                         "--output-posterior", str(tmp_path / "p.nc"), "--output-summary",
                          str(tmp_path / "s.csv")]) == 0
     assert caplog.text.count("NOT CONVERGED") == 1
     assert not pd.read_csv(tmp_path / "s.csv")["converged"].any()
@@ -292,8 +293,8 @@ def test_real_data_tables_and_figures_without_truth(data_run, tmp_path):
     out = tmp_path
     assert cli_main(["bayes-compare", "--setting", "decay", "--data", str(d / "decay.csv"),
                      "--summary", str(d / "koh.csv"), str(d / "mos.csv"), "--predictive",
-                     str(d / "koh_pred.csv"), str(d / "mos_pred.csv"), "--out-params",
-                     str(out / "tp.csv"), "--out-output", str(out / "to.csv")]) == 0
+                     str(d / "koh_pred.csv"), str(d / "mos_pred.csv"), "--output-params",
+                     str(out / "tp.csv"), "--output-outputs", str(out / "to.csv")]) == 0
     tp = pd.read_csv(out / "tp.csv")
     assert len(tp) == 6 and {"koh_mean", "mos_mean", "koh_converged", "mos_r_hat"} <= set(tp)
     assert tp["parameter"].tolist() == ["gamma", "delta", "x0", "hyper_gamma", "hyper_ell",
@@ -307,17 +308,17 @@ def test_real_data_tables_and_figures_without_truth(data_run, tmp_path):
     assert cli_main(["bayes-plot", "--setting", "decay", "--data", str(d / "decay.csv"),
                      "--predictive", str(d / "koh_pred.csv"), str(d / "mos_pred.csv"),
                      "--summary", str(d / "koh.csv"), str(d / "mos.csv"),
-                     "--out-uq", str(out / "uq.png")]) == 0
+                     "--output-uq", str(out / "uq.png")]) == 0
     assert (out / "uq.png").stat().st_size > 5000
-    assert cli_main(["bayes-diagnostics", "--posterior", str(d / "mos.nc"), "--out-trace",
-                     str(out / "trace.png"), "--out-rank", str(out / "rank.png"),
-                     "--out-pair", str(out / "pair.png")]) == 0
+    assert cli_main(["bayes-diagnostics", "--posterior", str(d / "mos.nc"), "--output-trace",
+                     str(out / "trace.png"), "--output-rank", str(out / "rank.png"),
+                     "--output-pair", str(out / "pair.png")]) == 0
     for f in ("trace", "rank", "pair"):
         assert (out / f"{f}.png").stat().st_size > 5000
     # marginals need a truth: asking without one is a clear error
     assert cli_main(["bayes-plot", "--setting", "decay", "--data", str(d / "decay.csv"),
-                     "--predictive", str(d / "koh_pred.csv"), "--out-uq", str(out / "u.png"),
-                     "--out-marginals", str(out / "m.png")]) == 2
+                     "--predictive", str(d / "koh_pred.csv"), "--output-uq", str(out / "u.png"),
+                     "--output-marginals", str(out / "m.png")]) == 2
 
 
 def test_positive_synthetic_data_stay_positive_and_are_fitted_on_the_log_scale(user_dir):

@@ -37,7 +37,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for i in range(3):
         assert main(["sim-run", *base, "--design", str(d / "design.csv"), "--chunk", str(i),
                      "--output", str(d / f"chunk_{i}.csv"),
-                     "--meta", str(d / f"chunk_{i}.json")]) == 0
+                     "--output-meta", str(d / f"chunk_{i}.json")]) == 0
     return d
 
 
@@ -45,7 +45,7 @@ def merge(d: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     rc = main(["sim-merge", "--design", str(d / "design.csv"), "--chunk-size", "4",
                "--chunks", *[str(d / f"chunk_{i}.csv") for i in range(3)],
                "--metas", *[str(d / f"chunk_{i}.json") for i in range(3)],
-               "--output", str(d / "dataset.csv"), "--summary", str(d / "summary.json")])
+               "--output", str(d / "dataset.csv"), "--output-summary", str(d / "summary.json")])
     return rc, capsys.readouterr().err
 
 
@@ -165,7 +165,7 @@ def test_missing_chunk_and_wrong_count(work: Path, capsys: pytest.CaptureFixture
     assert rc == 2 and "chunk_0.csv: chunk file not found" in err
     rc = main(["sim-merge", "--design", str(work / "design.csv"), "--chunk-size", "4",
                "--chunks", str(work / "chunk_1.csv"), "--output", str(work / "d.csv"),
-               "--summary", str(work / "s.json")])
+               "--output-summary", str(work / "s.json")])
     assert rc == 2 and "1 chunk files for a design of 10 rows" in capsys.readouterr().err
 
 
@@ -179,7 +179,7 @@ def test_no_usable_rows_names_the_dominant_failure(work: Path,
         df.to_csv(p, index=False)
     rc = main(["sim-merge", "--design", str(work / "design.csv"), "--chunk-size", "4",
                "--chunks", *[str(work / f"chunk_{i}.csv") for i in range(3)],
-               "--output", str(work / "d.csv"), "--summary", str(work / "s.json")])
+               "--output", str(work / "d.csv"), "--output-summary", str(work / "s.json")])
     err = capsys.readouterr().err
     assert rc == 2
     assert ("no usable rows: 10 of 10 runs failed; most often parse_error (7): "

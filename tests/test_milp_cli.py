@@ -31,7 +31,7 @@ def test_train_then_optimize(tmp_path, capsys):
     params = {"metamodel": {"hidden": [8], "epochs": 30, "batch_size": 32, "threads": 1},
               "inputs": ["x", "k", "c"], "outputs": ["y1", "y2"]}
     rc = main(["mm-train", "--study", "toy", "--params", json.dumps(params), "--seed", "1",
-               "--dataset", str(tmp_path / "dataset.csv"), "--outdir", str(tmp_path / "mm")])
+               "--dataset", str(tmp_path / "dataset.csv"), "--output-dir", str(tmp_path / "mm")])
     assert rc == 0
     meta = json.loads((tmp_path / "mm" / "metamodel.json").read_text())
     assert set(meta["test_r2"]) == {"y1", "y2"}

@@ -27,8 +27,8 @@ def _run(*argv: str) -> None:
 def _make_data(d: Path, case: str, data: dict, seed: int) -> None:
     """``ms-data`` into ``d`` (data.csv, spec.json, theta_mse.csv)."""
     _run("ms-data", "--case", case, "--params", json.dumps(data), "--seed", str(seed),
-         "--data", str(d / "data.csv"), "--spec", str(d / "spec.json"),
-         "--theta-mse", str(d / "theta_mse.csv"))
+         "--output-data", str(d / "data.csv"), "--output-spec", str(d / "spec.json"),
+         "--output-theta-mse", str(d / "theta_mse.csv"))
 
 
 def test_analytic_verbs_end_to_end(tmp_path: Path):
@@ -42,7 +42,7 @@ def test_analytic_verbs_end_to_end(tmp_path: Path):
         _run("ms-fit", "--case", "analytic", "--scenario", name, "--params",
              json.dumps({"fit": FIT, "sources": srcs}), "--seed", "3",
              "--data", str(d / "data.csv"), "--spec", str(d / "spec.json"),
-             "--theta-mse", str(d / "theta_mse.csv"), "--outdir", str(d / name))
+             "--theta-mse", str(d / "theta_mse.csv"), "--output-dir", str(d / name))
         fits.append(str(d / name))
     assert "fit_seconds" not in pd.read_csv(d / "s0_s2" / "theta.csv")
     theta = timing.read_csv(d / "s0_s2" / "theta.csv")  # joined with theta_timing.csv
@@ -53,7 +53,7 @@ def test_analytic_verbs_end_to_end(tmp_path: Path):
     _run("ms-lsq", "--case", "analytic", "--params", json.dumps(data), "--seed", "3",
          "--data", str(d / "data.csv"), "--output", str(d / "baseline_lsq.csv"))
     _run("ms-report", "--case", "analytic", "--fits", *fits, "--theta-mse",
-         str(d / "theta_mse.csv"), "--lsq", str(d / "baseline_lsq.csv"), "--outdir", str(d))
+         str(d / "theta_mse.csv"), "--lsq", str(d / "baseline_lsq.csv"), "--output-dir", str(d))
     rr = pd.read_csv(d / "rrmse.csv")
     assert list(rr.columns[:3]) == ["scenario", "output", "rrmse"]
     assert len(rr) == 9
@@ -74,11 +74,11 @@ def test_hardening_two_steps(tmp_path: Path):
     p1 = {"fit": FIT, "sources": ["s0", "s1", "s2"], "max_input": {"u": 0.4},
           "theta": {"s1": ["E", "nu", "sigma0"], "s2": ["E", "nu", "sigma0"]}}
     _run("ms-fit", "--case", "hardening/step1", "--scenario", "all", "--params",
-         json.dumps(p1), *common, "--outdir", str(d / "step1" / "all"))
+         json.dumps(p1), *common, "--output-dir", str(d / "step1" / "all"))
     p2 = {"fit": FIT, "sources": ["s0", "s1", "s2"], "fix": ["E", "sigma0"]}
     _run("ms-fit", "--case", "hardening/step2", "--scenario", "all", "--params",
          json.dumps(p2), *common, "--fixed", str(d / "step1" / "all" / "theta.csv"),
-         "--outdir", str(d / "step2" / "all"))
+         "--output-dir", str(d / "step2" / "all"))
     t1 = pd.read_csv(d / "step1" / "all" / "theta.csv")
     t2 = pd.read_csv(d / "step2" / "all" / "theta.csv")
     assert set(t1.parameter) == {"E", "nu", "sigma0"}
@@ -100,14 +100,14 @@ def test_bad_theta_declaration_is_one_line_error(tmp_path: Path, capsys):
     rc = main(["ms-fit", "--case", "analytic", "--scenario", "all", "--params",
                json.dumps({"fit": FIT, "sources": ["s0", "s1", "s2"]}), "--seed", "3",
                "--data", str(d / "bad.csv"), "--spec", str(d / "spec.json"),
-               "--theta-mse", str(d / "theta_mse.csv"), "--outdir", str(d / "x")])
+               "--theta-mse", str(d / "theta_mse.csv"), "--output-dir", str(d / "x")])
     assert rc == 2
     err = capsys.readouterr().err
     assert "high-fidelity source 's0' has calibration values" in err
     rc = main(["ms-fit", "--case", "analytic", "--scenario", "x", "--params",
                json.dumps({"fit": {"epoch": 3}, "sources": ["s0", "s1"]}), "--seed", "3",
                "--data", str(d / "data.csv"), "--spec", str(d / "spec.json"),
-               "--theta-mse", str(d / "theta_mse.csv"), "--outdir", str(d / "x")])
+               "--theta-mse", str(d / "theta_mse.csv"), "--output-dir", str(d / "x")])
     assert rc == 2 and "fit.epoch" in capsys.readouterr().err
 
 

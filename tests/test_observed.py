@@ -85,7 +85,7 @@ def test_observed_pipeline(setup, caplog):
         extra = ["--anchors", str(d / "anchors.csv")] if s != "rs" else []
         assert main(["cal-run", *common, "--strategy", s, "--targets", str(d / "targets.csv"),
                      *extra, "--output", str(d / f"{s}.csv"),
-                     "--runs", str(d / f"runs_{s}.csv")]) == 0
+                     "--output-runs", str(d / f"runs_{s}.csv")]) == 0
         rec = pd.read_csv(d / f"{s}.csv")
         recs[s] = rec
         # no truth: no distance-to-truth columns at all
@@ -107,7 +107,7 @@ def test_observed_pipeline(setup, caplog):
     pairs = [f"{s}={d / f'{s}.csv'}" for s in recs]
     caplog.set_level(logging.WARNING)
     assert main(["cal-summary", "--records", *pairs, "--output", str(d / "summary.csv"),
-                 "--figure", str(d / "strategies.png"), "--metamodel-info",
+                 "--output-figure", str(d / "strategies.png"), "--metamodel-info",
                  str(d / "mm" / "metamodel.json"), "--min-r2", "1.01"]) == 0
     summ = pd.read_csv(d / "summary.csv")
     assert "median_distance" not in summ

@@ -104,7 +104,7 @@ N_RUNS = 18
 def _simulate_cmd(cfg: Path, wd: Path) -> list[str]:
     return [sys.executable, "-m", "simcalib.cli", "sim-run", "--study", "count", "--config",
             str(cfg), "--design", str(wd / "design.csv"), "--chunk", "0", "--threads",
-            str(THREADS), "--output", str(wd / "chunks" / "chunk_0.csv"), "--meta",
+            str(THREADS), "--output", str(wd / "chunks" / "chunk_0.csv"), "--output-meta",
             str(wd / "chunks" / "chunk_0.json")]
 
 

@@ -209,13 +209,15 @@ def test_cli_reference_protocol_reads_truth(tmp_path, capsys):
 
     d = tmp_path
     assert cli_main(["bayes-data", "--params", json.dumps({"refine": 2}), "--seed", "3",
-                     "--setting", "two_mass", "--rep", "0", "--obs", str(d / "obs.csv"),
-                     "--dense", str(d / "dense.csv"), "--truth", str(d / "truth.json")]) == 0
+                     "--setting", "two_mass", "--rep", "0", "--output-obs", str(d / "obs.csv"),
+                     "--output-dense", str(d / "dense.csv"),
+                     "--output-truth", str(d / "truth.json")]) == 0
     params = json.dumps({"sampler": {"iterations": 200, "burn_in": 100, "log_every": 0,
                                      "protocol": "reference"}, "refine": 2})
     base = ["bayes-run", "--params", params, "--seed", "3", "--setting", "two_mass",
-            "--method", "mos", "--data", str(d / "obs.csv"), "--posterior",
-            str(d / "p.nc"), "--summary", str(d / "s.csv"), "--run-info", str(d / "r.json")]
+            "--method", "mos", "--data", str(d / "obs.csv"), "--output-posterior",
+            str(d / "p.nc"), "--output-summary", str(d / "s.csv"),
+            "--output-run-info", str(d / "r.json")]
     assert cli_main(base) != 0
     assert "bayes.sampler.protocol" in capsys.readouterr().err
     assert cli_main([*base, "--truth", str(d / "truth.json")]) == 0

@@ -71,7 +71,7 @@ def test_pipeline(setup):
     assert len(anchors) == 2 and {"x_x", "x_y", "status"} <= set(anchors.columns)
     strategies = ["rs", "op", "stp", "pts", "adaptive", "blackbox"]
     for s in strategies:
-        args = ["--strategy", s, "--output", str(d / f"{s}.csv"), "--runs",
+        args = ["--strategy", s, "--output", str(d / f"{s}.csv"), "--output-runs",
                 str(d / "runs" / f"{s}.csv")]
         if s in ("op", "pts", "adaptive"):
             args += ["--anchors", str(d / "anchors.csv")]
@@ -81,7 +81,7 @@ def test_pipeline(setup):
         assert len(pd.read_csv(d / "runs" / f"{s}.csv")) == rec["runs"].sum()
     pairs = [f"{s}={d / f'{s}.csv'}" for s in strategies]
     assert main(["cal-summary", "--records", *pairs, "--output", str(d / "summary.csv"),
-                 "--figure", str(d / "strategies.png"), "--figure-rs-op",
+                 "--output-figure", str(d / "strategies.png"), "--output-figure-rs-op",
                  str(d / "rs_vs_op.png")]) == 0
     summ = pd.read_csv(d / "summary.csv")
     assert list(summ["strategy"]) == strategies
@@ -103,7 +103,7 @@ def test_pipeline(setup):
                     str(d / "anchors.csv"), "--output", str(d / f"pts_R{r}.csv")) == 0
         sweep.append(f"{r}={d / f'pts_R{r}.csv'}")
     assert main(["cal-sweep", "--records", *sweep, "--output", str(d / "sweep.csv"),
-                 "--figure", str(d / "sweep.png")]) == 0
+                 "--output-figure", str(d / "sweep.png")]) == 0
     assert list(pd.read_csv(d / "sweep.csv")["proximity"]) == [0.01, 1.0]
 
     # out-of-sample contexts
@@ -111,14 +111,14 @@ def test_pipeline(setup):
                 targets="targets_oos.csv") == 0
     assert main(["cal-contexts", "--insample", str(d / "pts.csv"), "--outofsample",
                  str(d / "oos_pts.csv"), "--strategy", "pts", "--output",
-                 str(d / "ctx.csv"), "--figure", str(d / "ctx.png")]) == 0
+                 str(d / "ctx.csv"), "--output-figure", str(d / "ctx.png")]) == 0
     ctx = pd.read_csv(d / "ctx.csv")
     assert list(ctx["set"]) == ["in-sample", "out-of-sample"]
 
     # noise table (two "levels" from the same records are enough to exercise it)
     assert main(["cal-noise", "--records", f"a:0={d / 'pts.csv'}",
                  f"b:0.1={d / 'oos_pts.csv'}", "--output", str(d / "noise.csv"),
-                 "--figure", str(d / "noise.png")]) == 0
+                 "--output-figure", str(d / "noise.png")]) == 0
     assert list(pd.read_csv(d / "noise.csv")["noise_level"]) == [0.0, 0.1]
 
 

@@ -8,6 +8,7 @@ explicit input and output paths, so any step can be run by hand.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.metadata
 import logging
@@ -26,18 +27,66 @@ VERB_MODULES: list[str] = [
 ]
 
 
+# The stages, in workflow order: (verb prefix, heading in ``simcalib --help``).
+STAGES: list[tuple[str, str]] = [
+    ("sim", "Simulation: designs, simulator runs, datasets, targets"),
+    ("mm", "Metamodel (paper 1): train, Optimally-Predict"),
+    ("cal", "Calibration strategies (paper 1): anchors, runs, summaries, figures"),
+    ("ms", "Multi-source calibration (paper 2, iPro-NC)"),
+    ("bayes", "Bayesian ODE calibration (paper 3, KOH vs MOS)"),
+    ("report", "Report"),
+]
+
+CONVENTIONS = """\
+Conventions (every verb):
+  --output FILE          the verb's main output; --output-<what> FILE for its others;
+                         --output-dir DIR for a directory it fills.  Inputs never start
+                         with --output.
+  --config FILE          run a verb by hand from a whole config file (the workflow's
+                         rules pass the same settings as --params JSON instead).
+  simcalib VERB --help   what a verb reads and writes."""
+
+
+def _grouped_verbs(sub: argparse._SubParsersAction) -> str:
+    """The verbs listed by stage, one line each (the epilog of ``simcalib --help``)."""
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    width = max(len(v) for v in sub.choices) + 2
+    lines = []
+    for prefix, title in STAGES:
+        verbs = [v for v in sub.choices if v.split("-", 1)[0] == prefix]
+        if verbs:
+            lines.append(f"{title}:")
+            lines += [f"  {v:<{width}}{helps.get(v, '')}" for v in verbs]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="simcalib",
-        description="Calibrate expensive simulators (see README.md). "
-        "Each verb is one workflow step with explicit input and output paths.",
+        description="Calibrate expensive simulators (see README.md).\n"
+        "Each verb is one workflow step with explicit input and output paths; the\n"
+        "Snakemake rules call them, and any step can be run by hand.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version",
                         version=f"simcalib {importlib.metadata.version('simcalib')}")
-    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    # no abbreviated options: a shortened or misspelled flag is an error, never a guess
+    # (``--output-m`` must not silently mean ``--output-metrics``)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True,
+                                help="one of the verbs listed below by stage",
+                                parser_class=functools.partial(argparse.ArgumentParser,
+                                                               allow_abbrev=False))
     for name in VERB_MODULES:
         importlib.import_module(name).register(sub)
+    for verb in sub.choices.values():  # outputs read as FILE / DIR in every usage line
+        for action in verb._actions:
+            opt = action.option_strings[0] if action.option_strings else ""
+            if opt.startswith("--output") and action.metavar is None:
+                action.metavar = "DIR" if opt.endswith("-dir") else "FILE"
+    # one grouped list instead of argparse's flat one (which would repeat every verb)
+    parser.epilog = _grouped_verbs(sub) + "\n\n" + CONVENTIONS
+    sub._choices_actions.clear()
     return parser
 
 

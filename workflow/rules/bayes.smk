@@ -11,6 +11,8 @@
 import os
 
 from simcalib.bayes.checks import check_data_settings
+from simcalib.bayes.params import data_params as bayes_data_params
+from simcalib.bayes.params import run_params as bayes_run_params_of
 
 BAYES = config.get("bayes", {})
 BAYES_SETTINGS = list(BAYES.get("settings", []))
@@ -40,9 +42,8 @@ def bayes_options(setting):
 
 
 def bayes_run_params(setting):
-    return as_json({"sampler": BAYES["sampler"], "options": bayes_options(setting),
-                    "convergence": BAYES["convergence"], "refine": BAYES["refine"],
-                    "predict_draws": BAYES["predict_draws"], "search_dirs": BAYES_SEARCH})
+    """bayes-run's params, built by the library function `bayes-run --config` uses."""
+    return as_json(bayes_run_params_of(config, setting, BAYES_SEARCH))
 
 
 def bayes_run_minutes(wildcards):
@@ -67,8 +68,7 @@ rule bayes_data:
         dense=BAYES_DIR + "/data/rep{rep}/dense.csv",
         truth=BAYES_DIR + "/data/rep{rep}/truth.json",
     params:
-        cfg=lambda w: as_json({"options": bayes_options(w.setting), "refine": BAYES["refine"],
-                               "search_dirs": BAYES_SEARCH}),
+        cfg=lambda w: as_json(bayes_data_params(config, w.setting, BAYES_SEARCH)),
         seed=config["seed"],
     log:
         "results/logs/bayes/{setting}/data_rep{rep}.log",
@@ -86,7 +86,8 @@ rule bayes_data:
     shell:
         "python -m simcalib bayes-data --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --rep {wildcards.rep} "
-        "--obs {output.obs} --dense {output.dense} --truth {output.truth} > {log} 2>&1"
+        "--output-obs {output.obs} --output-dense {output.dense} "
+        "--output-truth {output.truth} > {log} 2>&1"
 
 
 rule bayes_run:
@@ -121,8 +122,9 @@ rule bayes_run:
     shell:
         "python -m simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} --rep {wildcards.rep} "
-        "--data {input.obs} --posterior {output.posterior} --summary {output.summary} "
-        "--predictive {output.predictive} --run-info {output.info} {params.truth} > {log} 2>&1"
+        "--data {input.obs} --output-posterior {output.posterior} "
+        "--output-summary {output.summary} --output-predictive {output.predictive} "
+        "--output-run-info {output.info} {params.truth} > {log} 2>&1"
 
 
 rule bayes_metrics:
@@ -150,8 +152,8 @@ rule bayes_metrics:
     shell:
         "python -m simcalib bayes-metrics --setting {wildcards.setting} --truth {input.truth} "
         "--dense {input.dense} --summary {input.summary} --predictive {input.predictive} "
-        "--metrics {output.metrics} --output-metrics {output.output_metrics} "
-        "--per-rep {output.per_rep} > {log} 2>&1"
+        "--output-metrics {output.metrics} --output-metrics-outputs {output.output_metrics} "
+        "--output-per-rep {output.per_rep} > {log} 2>&1"
 
 
 rule bayes_table:
@@ -177,8 +179,8 @@ rule bayes_table:
         "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib bayes-table --setting {wildcards.setting} --metrics {input.metrics} "
-        "--output-metrics {input.output_metrics} --out-params {output.params} "
-        "--out-output {output.output} > {log} 2>&1"
+        "--metrics-outputs {input.output_metrics} --output-params {output.params} "
+        "--output-outputs {output.output} > {log} 2>&1"
 
 
 rule bayes_plot:
@@ -215,8 +217,8 @@ rule bayes_plot:
     shell:
         "python -m simcalib bayes-plot --setting {wildcards.setting} --data {input.obs} "
         "--dense {input.dense} --truth {input.truth} --predictive {input.predictive} "
-        "--posterior {input.posterior} --summary {input.summary} --out-uq {output.uq} "
-        "--out-marginals {output.marginals} > {log} 2>&1"
+        "--posterior {input.posterior} --summary {input.summary} --output-uq {output.uq} "
+        "--output-marginals {output.marginals} > {log} 2>&1"
 
 
 # ------------------------------------------------------------------ real data
@@ -251,8 +253,9 @@ rule bayes_fit:
     shell:
         "python -m simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} "
-        "--data {input.data} --posterior {output.posterior} --summary {output.summary} "
-        "--predictive {output.predictive} --run-info {output.info} > {log} 2>&1"
+        "--data {input.data} --output-posterior {output.posterior} "
+        "--output-summary {output.summary} --output-predictive {output.predictive} "
+        "--output-run-info {output.info} > {log} 2>&1"
 
 
 rule bayes_diagnostics:
@@ -279,8 +282,9 @@ rule bayes_diagnostics:
     conda:
         "../../envs/simcalib.yaml"
     shell:
-        "python -m simcalib bayes-diagnostics --posterior {input.posterior} --out-trace {output.trace} "
-        "--out-rank {output.rank} --out-pair {output.pair} > {log} 2>&1"
+        "python -m simcalib bayes-diagnostics --posterior {input.posterior} "
+        "--output-trace {output.trace} --output-rank {output.rank} "
+        "--output-pair {output.pair} > {log} 2>&1"
 
 
 rule bayes_compare:
@@ -310,7 +314,7 @@ rule bayes_compare:
     shell:
         "python -m simcalib bayes-compare --setting {wildcards.setting} --data {input.data} "
         "--summary {input.summary} --predictive {input.predictive} "
-        "--out-params {output.params} --out-output {output.output} > {log} 2>&1"
+        "--output-params {output.params} --output-outputs {output.output} > {log} 2>&1"
 
 
 # real-data settings share table file names with the synthetic tables
@@ -343,7 +347,7 @@ rule bayes_data_plot:
     shell:
         "python -m simcalib bayes-plot --setting {wildcards.setting} --data {input.data} "
         "--predictive {input.predictive} --summary {input.summary} "
-        "--out-uq {output.uq} > {log} 2>&1"
+        "--output-uq {output.uq} > {log} 2>&1"
 
 
 BAYES_EXAMPLE = min(int(BAYES.get("example_rep", 0)), max(len(BAYES_REPS) - 1, 0))

@@ -81,7 +81,7 @@ rule cal_run:
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
         "{params.extra} --min-r2 {params.min_r2} --output {output.records} "
-        "--runs {output.runs} > {log} 2>&1"
+        "--output-runs {output.runs} > {log} 2>&1"
 
 
 rule cal_summary:
@@ -109,7 +109,8 @@ rule cal_summary:
         "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-summary --records {params.pairs} --output {output.summary} "
-        "--figure {output.figure} --title '{wildcards.study}' --metamodel-info {input.meta} "
+        "--output-figure {output.figure} --title '{wildcards.study}' "
+        "--metamodel-info {input.meta} "
         "--min-r2 {params.min_r2} > {log} 2>&1"
 
 
@@ -133,7 +134,7 @@ rule cal_rs_vs_op:
         "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-summary --records rs={input.rs} op={input.op} "
-        "--output {output.table} --figure-rs-op {output.figure} > {log} 2>&1"
+        "--output {output.table} --output-figure-rs-op {output.figure} > {log} 2>&1"
 
 
 rule cal_sweep:
@@ -157,7 +158,8 @@ rule cal_sweep:
         "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-sweep --records {params.pairs} --output {output.table} "
-        "--figure {output.figure} --title '{wildcards.study}: PtS proximity sweep' > {log} 2>&1"
+        "--output-figure {output.figure} "
+        "--title '{wildcards.study}: PtS proximity sweep' > {log} 2>&1"
 
 
 rule cal_contexts:
@@ -180,7 +182,7 @@ rule cal_contexts:
         "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-contexts --insample {input.ins} --outofsample {input.oos} "
-        "--strategy {wildcards.strategy} --output {output.table} --figure {output.figure} "
+        "--strategy {wildcards.strategy} --output {output.table} --output-figure {output.figure} "
         "> {log} 2>&1"
 
 
@@ -205,7 +207,7 @@ rule cal_noise:
         "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-noise --records {params.pairs} --output {output.table} "
-        "--figure {output.figure} > {log} 2>&1"
+        "--output-figure {output.figure} > {log} 2>&1"
 
 
 for _s in cal_studies():

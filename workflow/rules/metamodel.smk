@@ -30,7 +30,7 @@ rule mm_train:
     shell:
         "python -m simcalib mm-train --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --dataset {input} --threads {threads} "
-        "--outdir results/{wildcards.study}/metamodel > {log} 2>&1"
+        "--output-dir results/{wildcards.study}/metamodel > {log} 2>&1"
 
 
 rule mm_optimize:

@@ -2,6 +2,8 @@
 # the hardening-law study, each over the scenarios s0+s1, s0+s2 and all sources,
 # plus the least-squares baseline and the report tables/figures.
 
+from simcalib.multisource import params as ms_params
+
 MS = config["multisource"]
 MS_FIT_FILES = ["theta.csv", "theta_seeds.csv", "posterior.csv", "rrmse.csv",
                 "predictions.csv", "latent.csv", "history.csv", "models.pt", "fit.json"]
@@ -35,18 +37,11 @@ localrules:
 
 def ms_fit_params(case, step=None):
     """params for ms-fit: the merged fit settings (multisource.fit, then the case's
-    and the step's overrides), the scenario's sources and step-specific options."""
+    and the step's overrides), the scenario's sources and step-specific options, built
+    by the library function `ms-fit --config` uses."""
 
     def fn(w):
-        c = MS[case]
-        fit = {**MS["fit"], **c["fit"], **(c[step]["fit"] if step else {})}
-        d = {"fit": fit, "sources": c["scenarios"][w.ms_scenario]}
-        if step == "step1":
-            d["theta"] = {s: list(c["step1"]["theta"]) for s in ("s1", "s2")}
-            d["max_input"] = {"u": c["step1"]["u_max"]}
-        elif step == "step2":
-            d["fix"] = list(c["step2"]["fix"])
-        return as_json(d)
+        return as_json(ms_params.fit_params(config, case, w.ms_scenario, step))
 
     return fn
 
@@ -66,7 +61,7 @@ rule ms_data:
         spec="results/multisource/{ms_case}/spec.json",
         mse="results/multisource/{ms_case}/theta_mse.csv",
     params:
-        cfg=lambda w: as_json(MS[w.ms_case]["data"]),
+        cfg=lambda w: as_json(ms_params.data_params(config, w.ms_case)),
         seed=config["seed"],
     log:
         "results/logs/multisource/{ms_case}/data.log",
@@ -80,8 +75,8 @@ rule ms_data:
         "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib ms-data --case {wildcards.ms_case} --params {params.cfg:q} "
-        "--seed {params.seed} --data {output.data} --spec {output.spec} "
-        "--theta-mse {output.mse} > {log} 2>&1"
+        "--seed {params.seed} --output-data {output.data} --output-spec {output.spec} "
+        "--output-theta-mse {output.mse} > {log} 2>&1"
 
 
 rule ms_fit_analytic:
@@ -109,7 +104,7 @@ rule ms_fit_analytic:
         "python -m simcalib ms-fit --case analytic --scenario {wildcards.ms_scenario} "
         "--params {params.cfg:q} --seed {params.seed} --data {input.data} "
         "--spec {input.spec} --theta-mse {input.mse} --threads {threads} "
-        "--outdir {params.outdir} > {log} 2>&1"
+        "--output-dir {params.outdir} > {log} 2>&1"
 
 
 rule ms_fit_hardening:
@@ -143,7 +138,7 @@ rule ms_fit_hardening:
         "python -m simcalib ms-fit --case hardening/{wildcards.ms_step} "
         "--scenario {wildcards.ms_scenario} --params {params.cfg:q} --seed {params.seed} "
         "--data {input.data} --spec {input.spec} --theta-mse {input.mse} {params.fixed} "
-        "--threads {threads} --outdir {params.outdir} > {log} 2>&1"
+        "--threads {threads} --output-dir {params.outdir} > {log} 2>&1"
 
 
 rule ms_lsq:
@@ -152,7 +147,7 @@ rule ms_lsq:
     output:
         "results/multisource/{ms_case}/baseline_lsq.csv",
     params:
-        cfg=lambda w: as_json(MS[w.ms_case]["data"]),
+        cfg=lambda w: as_json(ms_params.data_params(config, w.ms_case)),
         seed=config["seed"],
     log:
         "results/logs/multisource/{ms_case}/lsq.log",
@@ -192,7 +187,7 @@ rule ms_report_analytic:
         "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib ms-report --case analytic --fits {params.fits} --theta-mse {input.mse} "
-        "--lsq {input.lsq} --outdir results/multisource/analytic > {log} 2>&1"
+        "--lsq {input.lsq} --output-dir results/multisource/analytic > {log} 2>&1"
 
 
 rule ms_report_hardening:
@@ -219,7 +214,7 @@ rule ms_report_hardening:
         "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib ms-report --case hardening --fits {params.fits} --theta-mse {input.mse} "
-        "--lsq {input.lsq} --outdir results/multisource/hardening > {log} 2>&1"
+        "--lsq {input.lsq} --output-dir results/multisource/hardening > {log} 2>&1"
 
 
 if MS["analytic"]["enabled"]:

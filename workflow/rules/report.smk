@@ -59,8 +59,8 @@ rule report_summary:
     shell:
         "python -m simcalib report-summary --results results --studies {params.studies} "
         "--bayes-settings {params.bayes} {params.multisource} "
-        "--output {output.summary} --runtime {output.runtime} --html {output.html} "
-        "--tables-dir {params.tables} > {log} 2>&1"
+        "--output {output.summary} --output-runtime {output.runtime} "
+        "--output-html {output.html} --output-tables-dir {params.tables} > {log} 2>&1"
 
 
 ALL_TARGETS += ["results/report/summary.md", "results/report/summary.html"]

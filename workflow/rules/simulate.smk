@@ -55,7 +55,7 @@ rule sim_run:
     shell:
         "python -m simcalib sim-run --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --design {input} --chunk {wildcards.chunk} "
-        "--threads {threads} --output {output.csv} --meta {output.meta} > {log} 2>&1"
+        "--threads {threads} --output {output.csv} --output-meta {output.meta} > {log} 2>&1"
 
 
 rule sim_merge:
@@ -80,7 +80,7 @@ rule sim_merge:
     shell:
         "python -m simcalib sim-merge --design {input.design} --chunk-size {params.chunk_size} "
         "--chunks {input.csv} --metas {input.meta} --output {output.dataset} "
-        "--summary {output.summary} > {log} 2>&1"
+        "--output-summary {output.summary} > {log} 2>&1"
 
 
 wildcard_constraints:

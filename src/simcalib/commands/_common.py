@@ -10,19 +10,6 @@ from typing import Any
 from simcalib.errors import ConfigError
 
 
-def add_params_arg(p: argparse.ArgumentParser, what: str = "the config section") -> None:
-    p.add_argument(
-        "--params",
-        required=True,
-        help=f"{what} as a JSON string, or @FILE to read JSON/YAML from a file "
-        "(Snakemake passes the validated sub-dict so reruns track exactly what changed)",
-    )
-
-
-def add_seed_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, required=True, help="top-level seed of the config")
-
-
 def load_params(text: str) -> dict[str, Any]:
     """Parse ``--params``: inline JSON or ``@path`` to a JSON or YAML file."""
     if text.startswith("@"):
@@ -74,8 +61,32 @@ def seed_from_args(args: argparse.Namespace) -> int:
     """The seed: ``--seed`` if given, else the ``seed`` of ``--config``."""
     if getattr(args, "seed", None) is not None:
         return int(args.seed)
-    if getattr(args, "config", None):
+    cfg = config_from_args(args)
+    if cfg is not None:
+        return int(cfg["seed"])
+    raise ConfigError("--seed", "give --seed (or --config, whose 'seed' is used)")
+
+
+def add_params_or_config(p: argparse.ArgumentParser, what: str, config_help: str) -> None:
+    """The settings of a verb without studies (ms-*, bayes-*): ``--params`` JSON (what
+    the workflow passes) or ``--config FILE`` (the whole config, validated; the verb
+    builds the same params the rule builds, with the same library function), plus
+    ``--seed`` (optional with ``--config``, whose ``seed`` is then used)."""
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--params", help=f"{what} as a JSON string, or @FILE to read JSON/YAML "
+                     "from a file (what the workflow passes: only the keys this step reads)")
+    src.add_argument("--config", help=f"a whole config file (validated); {config_help}")
+    p.add_argument("--seed", type=int, help="top-level seed (default: the seed of --config)")
+
+
+def config_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The validated ``--config`` (loaded once per call), or None under ``--params``."""
+    if not getattr(args, "config", None):
+        return None
+    cached = getattr(args, "_config", None)
+    if cached is None:
         from simcalib.config import load_config
 
-        return int(load_config(args.config)["seed"])
-    raise ConfigError("--seed", "give --seed (or --config, whose 'seed' is used)")
+        cached = load_config(args.config)
+        args._config = cached
+    return cached

@@ -22,7 +22,12 @@ import numpy as np
 import pandas as pd
 
 from simcalib import timing
-from simcalib.commands._common import add_params_arg, add_seed_arg, load_params
+from simcalib.commands._common import (
+    add_params_or_config,
+    config_from_args,
+    load_params,
+    seed_from_args,
+)
 from simcalib.errors import ConfigError, DataError
 from simcalib.io import read_csv, read_json, write_csv, write_json, write_text
 
@@ -42,8 +47,13 @@ def cmd_data(args: argparse.Namespace) -> int:
     from simcalib.bayes.synthetic import simulate
     from simcalib.seeds import rng
 
-    params = load_params(args.params)
+    params = _bayes_params(args, "data")
+    args.seed = seed_from_args(args)
     opts = {k: v for k, v in _options(params).items() if k != "sampler"}
+    if "data" in opts:
+        raise ConfigError(f"bayes.setting_options.{args.setting}.data",
+                          "a real-data setting has no simulated replications: fit its data "
+                          "with bayes-run --data FILE")
     setting = make_setting(args.setting, opts, dirs=params.get("search_dirs") or [])
     sim = simulate(setting, rng(args.seed, "bayes", args.setting, "data", args.rep),
                    refine=int(params.get("refine", 10)))
@@ -73,7 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simcalib.bayes.fit import calibrate
     from simcalib.bayes.posterior import write_netcdf
 
-    params = load_params(args.params)
+    params = _bayes_params(args, "run")
+    args.seed = seed_from_args(args)
     _options(params)
     truth = read_json(args.truth) if getattr(args, "truth", None) else None
     res = calibrate(args.setting, params, args.data, args.method, args.seed, args.rep,
@@ -196,7 +207,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
                      flags=_flags(args.summary or []))
     if args.out_marginals:
         if args.truth is None:
-            raise ConfigError("--out-marginals", "posterior marginals against the truth need "
+            raise ConfigError("--output-marginals", "posterior marginals against the truth need "
                               "--truth; real data have none (see bayes-diagnostics)")
         marg = marginals_figure(args.setting, args.posterior, read_json(args.truth),
                                 args.out_marginals)
@@ -254,76 +265,141 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bayes_params(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    """``--params`` as given, or the params the rule builds from ``--config`` (model
+    modules and data files are then searched beside the config file, then in the
+    working directory)."""
+    from simcalib.bayes import params as BP
+
+    cfg = config_from_args(args)
+    if cfg is None:
+        return load_params(args.params)
+    dirs = [str(Path(args.config).resolve().parent)]
+    build = BP.data_params if kind == "data" else BP.run_params
+    return build(cfg, args.setting, dirs)
+
+
+def _add_settings(p: argparse.ArgumentParser, what: str) -> None:
+    add_params_or_config(p, what, "bayes.* and bayes.setting_options[--setting] are read "
+                         "from it")
+    p.add_argument("--setting", required=True,
+                   help="setting name (a built-in model or a key of bayes.setting_options)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bayes-data", help="simulate one replication of a Bayesian ODE setting")
-    add_params_arg(p, "{options: setting_options[setting], refine: int}")
-    add_seed_arg(p)
-    p.add_argument("--setting", required=True)
-    p.add_argument("--rep", type=int, required=True)
-    p.add_argument("--obs", required=True, help="CSV: time + one column per observed state")
-    p.add_argument("--dense", required=True, help="CSV: true process xi = f + delta, dense grid")
-    p.add_argument("--truth", required=True, help="JSON: theta*, gamma*, ell*, noise variance")
+    p = sub.add_parser("bayes-data", help="simulate one replication of a Bayesian ODE setting",
+                       description="Simulate one replication of a synthetic setting: draw the "
+                       "true parameters and discrepancy, solve the ODE, add noise, and write "
+                       "the observations, the true process on a dense grid and the truth. "
+                       "KOH and MOS are then fitted to the same data.")
+    _add_settings(p, "{options: setting_options[setting], refine: int}")
+    p.add_argument("--rep", type=int, required=True, help="replication index (seeds the data)")
+    p.add_argument("--output-obs", dest="obs", required=True,
+                   help="observations CSV to write: time + one column per observed state")
+    p.add_argument("--output-dense", dest="dense", required=True,
+                   help="CSV to write: true process xi = f + delta on a dense grid")
+    p.add_argument("--output-truth", dest="truth", required=True,
+                   help="JSON to write: theta*, gamma*, ell*, noise variance")
     p.set_defaults(func=cmd_data)
 
-    p = sub.add_parser("bayes-run", help="KOH or MOS calibration of one data set (MCMC)")
-    add_params_arg(p, "{sampler: {...}, options: {...}, refine: int, predict_draws: int}")
-    add_seed_arg(p)
-    p.add_argument("--setting", required=True)
-    p.add_argument("--method", required=True, choices=["koh", "mos"])
-    p.add_argument("--rep", type=int, default=0)
+    p = sub.add_parser("bayes-run", help="KOH or MOS calibration of one data set (MCMC)",
+                       description="Calibrate one data set with the KOH or MOS discrepancy "
+                       "prior by Metropolis-within-Gibbs (paper 3); write the posterior "
+                       "(ArviZ netCDF), its summary with R-hat and ESS (the trust signal), "
+                       "the posterior predictive on a dense grid and the run record.")
+    _add_settings(p, "{sampler: {...}, options: {...}, refine: int, predict_draws: int}")
+    p.add_argument("--method", required=True, choices=["koh", "mos"],
+                   help="discrepancy prior: koh (Kennedy-O'Hagan) or mos")
+    p.add_argument("--rep", type=int, default=0, help="replication index (seeds the chains)")
     p.add_argument("--data", required=True, help="obs.csv: time + one column per observed state")
-    p.add_argument("--posterior", required=True, help="ArviZ netCDF output")
-    p.add_argument("--summary", required=True, help="CSV: mean, quantiles, ESS, R-hat")
-    p.add_argument("--predictive", help="CSV: predicted process on the dense grid")
-    p.add_argument("--run-info", help="JSON: timing, acceptance, counters")
     p.add_argument("--truth", help="truth.json of simulated data (read only under "
                    "sampler.protocol: reference)")
+    p.add_argument("--output-posterior", dest="posterior", required=True,
+                   help="ArviZ netCDF posterior to write")
+    p.add_argument("--output-summary", dest="summary", required=True,
+                   help="summary CSV to write: mean, quantiles, ESS, R-hat, converged")
+    p.add_argument("--output-predictive", dest="predictive",
+                   help="CSV to write: predicted process on the dense grid")
+    p.add_argument("--output-run-info", dest="run_info",
+                   help="JSON to write: timing, acceptance, counters")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("bayes-metrics", help="aggregate replications into metrics tables")
-    p.add_argument("--setting", required=True)
-    p.add_argument("--truth", nargs="+", required=True)
-    p.add_argument("--dense", nargs="*", default=[])
-    p.add_argument("--summary", nargs="+", required=True)
-    p.add_argument("--predictive", nargs="*", default=[])
-    p.add_argument("--metrics", required=True)
-    p.add_argument("--output-metrics", required=True)
-    p.add_argument("--per-rep", required=True)
+    p = sub.add_parser("bayes-metrics", help="aggregate replications into metrics tables",
+                       description="Compare every replication's posterior summary and "
+                       "predictive with its truth; write per-parameter bias, RMSE, coverage "
+                       "and width, the same for the predicted process, and the per-replication "
+                       "rows.")
+    p.add_argument("--setting", required=True, help="setting name")
+    p.add_argument("--truth", nargs="+", required=True, help="truth.json of each replication")
+    p.add_argument("--dense", nargs="*", default=[], help="dense.csv of each replication")
+    p.add_argument("--summary", nargs="+", required=True,
+                   help="summary.csv of each method and replication")
+    p.add_argument("--predictive", nargs="*", default=[],
+                   help="predictive.csv of each method and replication")
+    p.add_argument("--output-metrics", dest="metrics", required=True,
+                   help="parameter metrics CSV (metrics.csv) to write")
+    p.add_argument("--output-metrics-outputs", dest="output_metrics", required=True,
+                   help="metrics of the predicted process (output_metrics.csv) to write")
+    p.add_argument("--output-per-rep", dest="per_rep", required=True,
+                   help="per-replication rows (per_replication.csv) to write")
     p.set_defaults(func=cmd_metrics)
 
-    p = sub.add_parser("bayes-table", help="paper tables with our numbers beside them")
-    p.add_argument("--setting", required=True)
-    p.add_argument("--metrics", required=True)
-    p.add_argument("--output-metrics", required=True)
-    p.add_argument("--out-params", required=True)
-    p.add_argument("--out-output", required=True)
+    p = sub.add_parser("bayes-table", help="paper tables with our numbers beside them",
+                       description="Write the paper's parameter and output tables for a "
+                       "setting with our metrics beside the paper's numbers (CSV + markdown), "
+                       "with the replication count and a convergence note.")
+    p.add_argument("--setting", required=True, help="setting name")
+    p.add_argument("--metrics", required=True, help="metrics.csv from bayes-metrics")
+    p.add_argument("--metrics-outputs", dest="output_metrics", required=True,
+                   help="output_metrics.csv from bayes-metrics")
+    p.add_argument("--output-params", dest="out_params", required=True,
+                   help="parameter table CSV to write (a .md beside it too)")
+    p.add_argument("--output-outputs", dest="out_output", required=True,
+                   help="output table CSV to write (a .md beside it too)")
     p.set_defaults(func=cmd_table)
 
-    p = sub.add_parser("bayes-plot", help="output-UQ figure (and marginals given a truth)")
-    p.add_argument("--setting", required=True)
-    p.add_argument("--data", required=True)
+    p = sub.add_parser("bayes-plot", help="output-UQ figure (and marginals given a truth)",
+                       description="Draw the data with model-only and discrepancy-corrected "
+                       "predictive bands per method (and the true process when known), and, "
+                       "given a truth, the posterior marginals against it.")
+    p.add_argument("--setting", required=True, help="setting name")
+    p.add_argument("--data", required=True, help="obs.csv the methods were fitted to")
     p.add_argument("--dense", help="CSV of the true process (synthetic data only)")
     p.add_argument("--truth", help="JSON of the true parameters (synthetic data only)")
-    p.add_argument("--predictive", nargs="+", required=True)
-    p.add_argument("--posterior", nargs="*", default=[])
+    p.add_argument("--predictive", nargs="+", required=True, help="predictive.csv per method")
+    p.add_argument("--posterior", nargs="*", default=[],
+                   help="posterior.nc per method (for the marginals)")
     p.add_argument("--summary", nargs="*", default=[],
                    help="summary.csv per method: unconverged ones are flagged in the titles")
-    p.add_argument("--out-uq", required=True)
-    p.add_argument("--out-marginals", help="posterior marginals against the truth")
+    p.add_argument("--output-uq", dest="out_uq", required=True,
+                   help="output-UQ figure (PNG) to write (its data as .csv beside it)")
+    p.add_argument("--output-marginals", dest="out_marginals",
+                   help="figure (PNG) to write: posterior marginals against the truth")
     p.set_defaults(func=cmd_plot)
 
-    p = sub.add_parser("bayes-diagnostics", help="trace, rank and pair plots of a posterior")
-    p.add_argument("--posterior", required=True)
-    p.add_argument("--out-trace", required=True)
-    p.add_argument("--out-rank", required=True)
-    p.add_argument("--out-pair", required=True)
+    p = sub.add_parser("bayes-diagnostics", help="trace, rank and pair plots of a posterior",
+                       description="Draw the MCMC diagnostics of one posterior: traces, rank "
+                       "histograms per chain, and pair plots of the physical parameters, so a "
+                       "run without a truth can still be judged.")
+    p.add_argument("--posterior", required=True, help="posterior.nc from bayes-run")
+    p.add_argument("--output-trace", dest="out_trace", required=True,
+                   help="trace figure (PNG) to write")
+    p.add_argument("--output-rank", dest="out_rank", required=True,
+                   help="rank-histogram figure (PNG) to write")
+    p.add_argument("--output-pair", dest="out_pair", required=True,
+                   help="pair-plot figure (PNG) to write")
     p.set_defaults(func=cmd_diagnostics)
 
-    p = sub.add_parser("bayes-compare", help="KOH vs MOS on one real data set")
-    p.add_argument("--setting", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--summary", nargs="+", required=True)
-    p.add_argument("--predictive", nargs="+", required=True)
-    p.add_argument("--out-params", required=True, help="CSV (+ .md) side-by-side posteriors")
-    p.add_argument("--out-output", required=True, help="CSV (+ .md) predictive check")
+    p = sub.add_parser("bayes-compare", help="KOH vs MOS on one real data set",
+                       description="Put the KOH and MOS posteriors of one real data set side "
+                       "by side and check their predictive bands against the data (the truth "
+                       "is unknown); CSV + markdown with a convergence warning when needed.")
+    p.add_argument("--setting", required=True, help="setting name")
+    p.add_argument("--data", required=True, help="the data CSV the methods were fitted to")
+    p.add_argument("--summary", nargs="+", required=True, help="summary.csv per method")
+    p.add_argument("--predictive", nargs="+", required=True, help="predictive.csv per method")
+    p.add_argument("--output-params", dest="out_params", required=True,
+                   help="side-by-side posteriors CSV to write (a .md beside it too)")
+    p.add_argument("--output-outputs", dest="out_output", required=True,
+                   help="predictive check CSV to write (a .md beside it too)")
     p.set_defaults(func=cmd_compare)

@@ -1,11 +1,11 @@
 """CLI verbs of the calibration stage (paper 1's strategies and experiments).
 
-``calibrate-anchors``     full-space OP point of every target (solved once, shared)
-``calibrate``             one strategy on every target -> per-target records (+ run log)
-``calibration-summary``   per-strategy table (summary.csv) and Figs. 2 and 4/6
-``calibration-sweep``     PtS over proximity values -> sweep.csv and Fig. 5
-``calibration-contexts``  in-sample vs out-of-sample contexts -> table and Fig. 7
-``calibration-noise``     PtS across noise levels (Appendix F) -> table and figure
+``cal-anchors``   full-space OP point of every target (solved once, shared)
+``cal-run``       one strategy on every target -> per-target records (+ run log)
+``cal-summary``   per-strategy table (summary.csv) and Figs. 2 and 4/6
+``cal-sweep``     PtS over proximity values -> sweep.csv and Fig. 5
+``cal-contexts``  in-sample vs out-of-sample contexts -> table and Fig. 7
+``cal-noise``     PtS across noise levels (Appendix F) -> table and figure
 
 ``--params`` is the study's config restricted to what the step reads (simulator,
 parameters, contexts, constraints, outputs, and the ``calibration`` settings of this
@@ -49,33 +49,49 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cal-anchors", help="full-space OP point of every target")
+    p = sub.add_parser("cal-anchors", help="full-space OP point of every target",
+                       description="Solve Optimally-Predict over the whole input space for "
+                       "every target once (or reuse mm-optimize's op.csv) and write the "
+                       "anchors CSV that the OP-based strategies (op, stp, pts) start from, so "
+                       "the same MILPs are not solved once per strategy.")
     _add_common(p)
     p.add_argument("--solved", help="mm-optimize's op.csv for these targets and solver set: "
                    "its points are reused instead of solving the same MILPs again")
     p.add_argument("--output", required=True, help="anchors CSV to write")
     p.set_defaults(func=cmd_anchors)
 
-    p = sub.add_parser("cal-run", help="run one calibration strategy on every target")
+    p = sub.add_parser("cal-run", help="run one calibration strategy on every target",
+                       description="Run one strategy (rs, op, stp, pts, adaptive, blackbox) "
+                       "with the simulation budget of calibration.budget on every target of "
+                       "the targets CSV, using the metamodel (and the anchors, when given); "
+                       "write one record per target (predicted and actual error) and "
+                       "optionally the log of every simulator run.")
     _add_common(p)
     p.add_argument("--strategy", required=True, help="rs, op, stp, pts, adaptive or blackbox")
     p.add_argument("--proximity", type=float,
                    help="proximity R (default: calibration.proximity)")
-    p.add_argument("--anchors", help="anchors CSV from calibrate-anchors (else OP is solved)")
+    p.add_argument("--anchors", help="anchors CSV from cal-anchors (else OP is solved)")
     p.add_argument("--output", required=True, help="per-target records CSV to write")
-    p.add_argument("--runs", help="run log CSV to write (every simulator run, failed or not)")
+    p.add_argument("--output-runs", dest="runs",
+                   help="run log CSV to write (every simulator run, failed or not)")
     p.add_argument("--min-r2", type=float, default=None,
                    help="warn when the metamodel's test R2 on any output is below this "
                    "(metamodel.min_r2; default 0.9)")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("cal-summary",
-                       help="per-strategy summary table and box plots (Figs. 2, 4, 6)")
+                       help="per-strategy summary table and box plots (Figs. 2, 4, 6)",
+                       description="Read each strategy's per-target records and write the "
+                       "per-strategy summary table (mean/median error, wins, budget used, "
+                       "metamodel trust columns) and the box plots of paper 1's Figs. 2, 4 "
+                       "and 6.")
     p.add_argument("--records", nargs="+", required=True, help="STRATEGY=CSV pairs")
     p.add_argument("--output", required=True, help="summary CSV to write")
-    p.add_argument("--figure", help="box plot of actual error per strategy (PNG)")
-    p.add_argument("--figure-rs-op", help="RS vs OP predicted/actual error (PNG)")
-    p.add_argument("--title", default="")
+    p.add_argument("--output-figure", dest="figure",
+                   help="box plot of actual error per strategy (PNG) to write")
+    p.add_argument("--output-figure-rs-op", dest="figure_rs_op",
+                   help="RS vs OP predicted/actual error figure (PNG) to write")
+    p.add_argument("--title", default="", help="figure title (e.g. the study name)")
     p.add_argument("--metamodel-info",
                    help="the study's metamodel.json: adds the trust columns "
                    "(metamodel_min_test_r2, metamodel_ok, op_unproven) and warnings")
@@ -83,27 +99,36 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="test R2 threshold for metamodel_ok (metamodel.min_r2; default 0.9)")
     p.set_defaults(func=cmd_summary)
 
-    p = sub.add_parser("cal-sweep", help="PtS proximity sweep table and Fig. 5")
-    p.add_argument("--records", nargs="+", required=True, help="R=CSV pairs")
-    p.add_argument("--output", required=True)
-    p.add_argument("--figure")
-    p.add_argument("--title", default="")
+    p = sub.add_parser("cal-sweep", help="PtS proximity sweep table and Fig. 5",
+                       description="Read PtS records at several proximity values R and write "
+                       "the error-vs-R table and paper 1's Fig. 5, to choose R.")
+    p.add_argument("--records", nargs="+", required=True,
+                   help="R=CSV pairs: PtS records per proximity value")
+    p.add_argument("--output", required=True, help="sweep table CSV to write")
+    p.add_argument("--output-figure", dest="figure", help="sweep figure (PNG) to write")
+    p.add_argument("--title", default="", help="figure title")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("cal-contexts",
-                       help="in-sample vs out-of-sample contexts table and Fig. 7")
+                       help="in-sample vs out-of-sample contexts table and Fig. 7",
+                       description="Compare a strategy's errors on targets whose contexts "
+                       "the metamodel saw with targets on unseen contexts; write the table and "
+                       "paper 1's Fig. 7.")
     p.add_argument("--insample", required=True, help="records CSV on the study's targets")
     p.add_argument("--outofsample", required=True, help="records CSV on unseen contexts")
-    p.add_argument("--strategy", default="")
-    p.add_argument("--output", required=True)
-    p.add_argument("--figure")
+    p.add_argument("--strategy", default="", help="strategy name for titles and the table")
+    p.add_argument("--output", required=True, help="comparison table CSV to write")
+    p.add_argument("--output-figure", dest="figure", help="comparison figure (PNG) to write")
     p.set_defaults(func=cmd_contexts)
 
-    p = sub.add_parser("cal-noise", help="PtS across noise levels (Appendix F)")
+    p = sub.add_parser("cal-noise", help="PtS across noise levels (Appendix F)",
+                       description="Read PtS records of the same study at several simulator "
+                       "noise levels and write the error-vs-noise table and figure (paper 1, "
+                       "Appendix F).")
     p.add_argument("--records", nargs="+", required=True,
                    help="STUDY:NOISE=CSV triples (NOISE: the study's relative noise sd)")
-    p.add_argument("--output", required=True)
-    p.add_argument("--figure")
+    p.add_argument("--output", required=True, help="noise table CSV to write")
+    p.add_argument("--output-figure", dest="figure", help="noise figure (PNG) to write")
     p.set_defaults(func=cmd_noise)
 
 

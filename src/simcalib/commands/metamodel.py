@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_study_args(p, "JSON {metamodel: {...}, inputs: [...], outputs: [...]} (what the "
                    "workflow passes) or @FILE", "study name (recorded in metamodel.json)")
     p.add_argument("--dataset", required=True, help="dataset CSV (inputs, outputs, status)")
-    p.add_argument("--outdir", required=True, help="directory for model.pt and metamodel.json")
+    p.add_argument("--output-dir", dest="outdir", required=True,
+                   help="directory to write model.pt and metamodel.json into")
     p.add_argument("--threads", type=int, help="torch threads (default: metamodel.threads)")
     p.set_defaults(func=cmd_train)
 

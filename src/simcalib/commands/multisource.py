@@ -12,9 +12,15 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import Any
 
 from simcalib import io, timing
-from simcalib.commands._common import add_params_arg, add_seed_arg, load_params
+from simcalib.commands._common import (
+    add_params_or_config,
+    config_from_args,
+    load_params,
+    seed_from_args,
+)
 
 log = logging.getLogger("simcalib.multisource")
 
@@ -23,47 +29,82 @@ FIT_FILES = ("theta.csv", "theta_seeds.csv", "posterior.csv", "rrmse.csv", "pred
              "latent.csv", "history.csv", "models.pt", "fit.json")
 
 
+def _ms_params(args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    """``--params`` as given, or the params the rule builds from ``--config``."""
+    from simcalib.multisource import params as MP
+
+    cfg = config_from_args(args)
+    if cfg is None:
+        return load_params(args.params)
+    case, step = MP.split_case(args.case)
+    if kind == "data":
+        return MP.data_params(cfg, case)
+    return MP.fit_params(cfg, case, args.scenario, step)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ms-data", help="generate a multi-source case's data, declaration "
-                                       "and theta^MSE")
-    p.add_argument("--case", choices=CASES, required=True)
-    add_params_arg(p, "the case's data settings (multisource.<case>.data)")
-    add_seed_arg(p)
-    p.add_argument("--data", required=True, help="output: long data table (CSV)")
-    p.add_argument("--spec", required=True, help="output: problem declaration (JSON)")
-    p.add_argument("--theta-mse", required=True, help="output: theta^MSE table (CSV)")
+                                       "and theta^MSE",
+                       description="Simulate a case's high- and low-fidelity sources (seeded "
+                       "from the top-level seed and the case), write the long data table, the "
+                       "problem declaration (sources, inputs, parameters, ranges) and the "
+                       "theta^MSE reference table that iPro-NC's estimates are judged against.")
+    p.add_argument("--case", choices=CASES, required=True, help="which case to generate")
+    add_params_or_config(p, "the case's data settings (multisource.<case>.data)",
+                         "multisource.<case>.data is read from it")
+    p.add_argument("--output-data", dest="data", required=True,
+                   help="long data table (CSV) to write")
+    p.add_argument("--output-spec", dest="spec", required=True,
+                   help="problem declaration (JSON) to write")
+    p.add_argument("--output-theta-mse", dest="theta_mse", required=True,
+                   help="theta^MSE table (CSV) to write")
     p.set_defaults(func=cmd_data)
 
-    p = sub.add_parser("ms-fit", help="fit iPro-NC on one scenario over several seeds")
-    p.add_argument("--case", required=True, help="case label used in seeds and logs")
-    p.add_argument("--scenario", required=True)
-    add_params_arg(p, "{fit: ..., sources: [...], theta?: {...}, max_input?: {...}, "
-                      "fix?: [...]}")
-    add_seed_arg(p)
-    p.add_argument("--data", required=True)
-    p.add_argument("--spec", required=True)
-    p.add_argument("--theta-mse", required=True)
+    p = sub.add_parser("ms-fit", help="fit iPro-NC on one scenario over several seeds",
+                       description="Fit iPro-NC (paper 2) to the sources of one scenario, "
+                       "once per seed of fit.n_seeds, and write theta-hat summaries, "
+                       "posterior draws, RRMSE, predictions, latents, the training history, "
+                       "the trained networks and fit.json into --output-dir.")
+    p.add_argument("--case", required=True,
+                   help="case label used in seeds and logs: analytic, hardening/step1 or "
+                   "hardening/step2")
+    p.add_argument("--scenario", required=True,
+                   help="scenario name (a key of multisource.<case>.scenarios)")
+    add_params_or_config(p, "{fit: ..., sources: [...], theta?: {...}, max_input?: {...}, "
+                         "fix?: [...]}", "the fit settings are merged from multisource.fit, "
+                         "the case, the step and the scenario as the workflow does")
+    p.add_argument("--data", required=True, help="long data table (CSV, from ms-data)")
+    p.add_argument("--spec", required=True, help="problem declaration (JSON, from ms-data)")
+    p.add_argument("--theta-mse", required=True, help="theta^MSE table (CSV, from ms-data)")
     p.add_argument("--fixed", help="theta.csv of an earlier step: its means fix the "
                                    "parameters listed in params.fix")
-    p.add_argument("--outdir", required=True, help=f"writes {', '.join(FIT_FILES)}")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--output-dir", dest="outdir", required=True,
+                   help=f"directory to write {', '.join(FIT_FILES)} into")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.set_defaults(func=cmd_fit)
 
-    p = sub.add_parser("ms-lsq", help="baseline: least squares of each LF model vs HF data")
-    p.add_argument("--case", choices=CASES, required=True)
-    add_params_arg(p, "the case's data settings (multisource.<case>.data)")
-    add_seed_arg(p)
-    p.add_argument("--data", required=True)
-    p.add_argument("--output", required=True)
+    p = sub.add_parser("ms-lsq", help="baseline: least squares of each LF model vs HF data",
+                       description="The baseline iPro-NC is compared with: calibrate each "
+                       "low-fidelity model alone by least squares against the high-fidelity "
+                       "training data, and write its parameters and errors.")
+    p.add_argument("--case", choices=CASES, required=True, help="which case")
+    add_params_or_config(p, "the case's data settings (multisource.<case>.data)",
+                         "multisource.<case>.data is read from it")
+    p.add_argument("--data", required=True, help="long data table (CSV, from ms-data)")
+    p.add_argument("--output", required=True, help="baseline table (CSV) to write")
     p.set_defaults(func=cmd_lsq)
 
-    p = sub.add_parser("ms-report", help="tables and figures of a multi-source case")
-    p.add_argument("--case", choices=CASES, required=True)
+    p = sub.add_parser("ms-report", help="tables and figures of a multi-source case",
+                       description="Gather a case's fitted scenarios, theta^MSE and the "
+                       "least-squares baseline into the paper's tables (CSV) and figures "
+                       "(PNG), written into --output-dir.")
+    p.add_argument("--case", choices=CASES, required=True, help="which case")
     p.add_argument("--fits", nargs="+", required=True,
                    help="fit directories; the last two path parts name step/scenario")
-    p.add_argument("--theta-mse", required=True)
-    p.add_argument("--lsq", required=True)
-    p.add_argument("--outdir", required=True)
+    p.add_argument("--theta-mse", required=True, help="theta^MSE table (CSV, from ms-data)")
+    p.add_argument("--lsq", required=True, help="baseline table (CSV, from ms-lsq)")
+    p.add_argument("--output-dir", dest="outdir", required=True,
+                   help="directory to write the tables and figures into")
     p.set_defaults(func=cmd_report)
 
 
@@ -71,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_data(args: argparse.Namespace) -> int:
     from simcalib.multisource.pipeline import generate
 
-    df, spec, mse = generate(args.case, load_params(args.params), args.seed)
+    df, spec, mse = generate(args.case, _ms_params(args, "data"), seed_from_args(args))
     timing.write_csv(df, args.data)
     io.write_json(spec.to_dict(), args.spec)
     io.write_csv(mse, args.theta_mse)
@@ -85,7 +126,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from simcalib.multisource.problem import check_frame
 
     torch.set_num_threads(max(1, args.threads))
-    params = load_params(args.params)
+    params = _ms_params(args, "fit")
+    args.seed = seed_from_args(args)
     spec = P.scenario_spec(io.read_json(args.spec), params)
     df = check_frame(io.read_csv(args.data), spec, args.data)
     mse = io.read_csv(args.theta_mse, required=["source", "parameter", "theta_mse"])
@@ -109,8 +151,8 @@ def cmd_lsq(args: argparse.Namespace) -> int:
     from simcalib.multisource.pipeline import least_squares
 
     df = io.read_csv(args.data, required=["source", "split"])
-    timing.write_csv(least_squares(args.case, load_params(args.params), df, args.seed),
-                     args.output)
+    timing.write_csv(least_squares(args.case, _ms_params(args, "data"), df,
+                                   seed_from_args(args)), args.output)
     return 0
 
 

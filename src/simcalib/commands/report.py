@@ -25,16 +25,21 @@ READ_FIRST = (
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report-summary", help="one-page summary of every study beside the "
-                       "papers' numbers, and the runtime table from the benchmark files")
+                       "papers' numbers, and the runtime table from the benchmark files",
+                       description="Read the finished results under --results and write "
+                       "results/report/summary.md (each study's headline tables beside the "
+                       "papers' numbers, with their trust signals) and the runtime table "
+                       "collected from the rules' benchmark files.")
     p.add_argument("--results", default="results", help="the results directory")
     p.add_argument("--studies", nargs="*", default=[], help="metamodel studies (paper 1)")
     p.add_argument("--bayes-settings", nargs="*", default=[], help="paper 3 settings")
     p.add_argument("--multisource", action="store_true", help="include paper 2")
     p.add_argument("--output", required=True, help="summary.md to write")
-    p.add_argument("--runtime", required=True, help="runtime CSV to write")
-    p.add_argument("--html", default=None,
+    p.add_argument("--output-runtime", dest="runtime", required=True, metavar="FILE",
+                   help="runtime CSV to write")
+    p.add_argument("--output-html", dest="html", default=None, metavar="FILE",
                    help="summary.html to write (the report's 'read me first' page)")
-    p.add_argument("--tables-dir", default=None,
+    p.add_argument("--output-tables-dir", dest="tables_dir", default=None, metavar="DIR",
                    help="directory for one HTML table page per paper-1 study "
                         "(paper1_<study>.html), paper2.html and paper3.html")
     p.set_defaults(func=cmd_summary)

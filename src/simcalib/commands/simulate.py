@@ -24,14 +24,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "[chunk*chunk_size, (chunk+1)*chunk_size) of the design. Failed runs "
                        "become rows with a status, never a crash.")
     add_study_args(p)
-    p.add_argument("--design", required=True, help="design CSV")
+    p.add_argument("--design", required=True, help="design CSV (from sim-design)")
     p.add_argument("--chunk", type=int, required=True, help="chunk index (0-based)")
     p.add_argument("--chunk-size", type=int, help="rows per chunk (default: design.chunk_size)")
     p.add_argument("--threads", type=int, default=1, help="parallel runs inside the chunk")
     p.add_argument("--output", required=True, help="chunk CSV to write")
-    p.add_argument("--meta", help="JSON summary: runs, status counts, warnings, seconds, "
+    p.add_argument("--output-meta", dest="meta",
+                   help="JSON summary to write: runs, status counts, warnings, seconds, "
                    "CPU seconds (with child processes), sha256 of the chunk file")
-    p.add_argument("--journal", help="per-run journal to resume from (default: "
+    p.add_argument("--journal", help="per-run journal, read to resume and appended to "
+                   "while running (default: "
                    "<output dir>/.journal/<output stem>.jsonl)")
     p.add_argument("--no-journal", action="store_true",
                    help="keep no journal: an interrupted chunk restarts from its first run")
@@ -51,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metas", nargs="*", default=[], help="the chunks' JSON summaries, "
                    "same order")
     p.add_argument("--output", required=True, help="dataset CSV to write")
-    p.add_argument("--summary", required=True, help="simulation_summary.json to write")
+    p.add_argument("--output-summary", dest="summary", required=True,
+                   help="simulation_summary.json to write")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("sim-targets", help="draw and simulate held-out calibration targets, "
@@ -63,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_study_args(p)
     p.add_argument("--which", default="targets",
                    help="'targets' or the name of an entry of extra_targets")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="parallel simulator runs")
     p.add_argument("--output", required=True, help="targets CSV to write")
     p.set_defaults(func=cmd_targets)
 
