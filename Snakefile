@@ -12,11 +12,9 @@
 
 from simcalib.config import check_config_files, validate_config
 
-
 if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
-
 
 
 # Every rule calls `python -m simcalib` with this checkout's library first on the path:
@@ -45,9 +43,9 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         ALL_TARGETS,
-    default_target: True
 
 
 # One target per study: `snakemake --cores 2 results/<study>/all.done` builds that
@@ -62,9 +60,9 @@ rule study_all:
         lambda w: [t for t in ALL_TARGETS if t.startswith(f"results/{w.study}/")],
     output:
         "results/{study}/all.done",
+    log:
+        "results/logs/{study}/all.log",
     wildcard_constraints:
         study="|".join(STUDIES) or "(?!)",
     run:
-        from simcalib import io
-
-        io.write_text("\n".join(sorted(input)) + "\n", output[0])
+        write_done_flag(input, output[0], log[0])

@@ -112,13 +112,13 @@ def test_help_lists_every_verb_once_under_its_stage(capsys: pytest.CaptureFixtur
 
 
 def _shell_commands() -> list[tuple[str, str, list[str]]]:
-    """(rule file, verb, flags) of every ``simcalib <verb>`` shell string of the rules."""
+    """(rule file, verb, flags) of every ``python -m simcalib <verb>`` shell string of the rules."""
     out = []
     for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
         text = smk.read_text()
         for block in re.findall(r"shell:\s*\n((?:[ \t]*\"[^\"\n]*\"[ \t]*\n)+)", text):
             cmd = "".join(re.findall(r"\"([^\"\n]*)\"", block))
-            m = re.match(r"simcalib ([a-z-]+)", cmd)
+            m = re.match(r"python -m simcalib ([a-z-]+)", cmd)
             if m:
                 out.append((smk.name, m.group(1), re.findall(r"(--[a-z][a-z0-9-]*)", cmd)))
     return out

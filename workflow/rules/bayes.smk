@@ -8,28 +8,8 @@
 #   fit (one job per method: results/bayes/<name>/<method>/...) -> diagnostics figures
 #     -> KOH vs MOS table and predictive check, data-and-bands figure.
 
-import os
 
-from simcalib.bayes.checks import check_data_settings
-from simcalib.bayes.params import data_params as bayes_data_params
-from simcalib.bayes.params import run_params as bayes_run_params_of
-
-BAYES = config.get("bayes", {})
-BAYES_SETTINGS = list(BAYES.get("settings", []))
-BAYES_METHODS = list(BAYES.get("methods", ["koh", "mos"]))
-BAYES_REPS = list(range(int(BAYES.get("replications", 0))))
-BAYES_DIR = "results/bayes/{setting}"
-# user model modules and data files are found beside the config file(s), then in the
-# working directory (no PYTHONPATH needed); relative, so moving the project reruns nothing
-# (then the workflow's own directory, for the shipped examples under resources/)
-BAYES_SEARCH = list(
-    dict.fromkeys(
-        [os.path.relpath(os.path.dirname(os.path.abspath(str(f)))) for f in workflow.configfiles]
-        + [os.path.relpath(workflow.basedir)]
-    )
-)
-BAYES_DATA_SETTINGS = check_data_settings(config, BAYES_SEARCH)
-BAYES_SYNTHETIC = [s for s in BAYES_SETTINGS if s not in BAYES_DATA_SETTINGS]
+include: "helpers/bayes.smk"
 
 
 localrules:
@@ -37,39 +17,11 @@ localrules:
     bayes_compare,
 
 
-def bayes_options(setting):
-    return (BAYES.get("setting_options") or {}).get(setting, {})
-
-
-def bayes_run_params(setting):
-    """bayes-run's params, built by the library function `bayes-run --config` uses."""
-    return as_json(bayes_run_params_of(config, setting, BAYES_SEARCH))
-
-
-def bayes_run_minutes(wildcards):
-    """Generous runtime (minutes): ~10 ms per iteration and chain covers the slowest
-    model (FitzHugh-Nagumo) on a loaded core, plus start-up and prediction."""
-    s = {**BAYES.get("sampler", {}), **(bayes_options(wildcards.setting).get("sampler") or {})}
-    return 10 + int(s.get("iterations", 2000) * s.get("chains", 2) * 0.01 / 60)
-
-
-def bayes_runs(setting, name):
-    return expand(f"results/bayes/{setting}/{{method}}/rep{{rep}}/{name}",
-                  method=BAYES_METHODS, rep=BAYES_REPS)
-
-
-def bayes_data_files(setting, name):
-    return expand(f"results/bayes/{setting}/data/rep{{rep}}/{name}", rep=BAYES_REPS)
-
-
 rule bayes_data:
     output:
-        obs=BAYES_DIR + "/data/rep{rep}/obs.csv",
-        dense=BAYES_DIR + "/data/rep{rep}/dense.csv",
-        truth=BAYES_DIR + "/data/rep{rep}/truth.json",
-    params:
-        cfg=lambda w: as_json(bayes_data_params(config, w.setting, BAYES_SEARCH)),
-        seed=config["seed"],
+        obs="results/bayes/{setting}/data/rep{rep}/obs.csv",
+        dense="results/bayes/{setting}/data/rep{rep}/dense.csv",
+        truth="results/bayes/{setting}/data/rep{rep}/truth.json",
     log:
         "results/logs/bayes/{setting}/data_rep{rep}.log",
     benchmark:
@@ -77,12 +29,15 @@ rule bayes_data:
     wildcard_constraints:
         setting=r"[A-Za-z][A-Za-z0-9_]*",
         rep=r"\d+",
+    conda:
+        "../../envs/simcalib.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        cfg=lambda w: as_json(bayes_data_params(config, w.setting, BAYES_SEARCH)),
+        seed=config["seed"],
     shell:
         "python -m simcalib bayes-data --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --rep {wildcards.rep} "
@@ -92,19 +47,18 @@ rule bayes_data:
 
 rule bayes_run:
     input:
-        obs=BAYES_DIR + "/data/rep{rep}/obs.csv",
+        obs="results/bayes/{setting}/data/rep{rep}/obs.csv",
         # protocol "reference" starts at the truth (issue 16); honest runs never read it
-        truth=lambda w: ([f"results/bayes/{w.setting}/data/rep{w.rep}/truth.json"]
-                         if BAYES["sampler"].get("protocol") == "reference" else []),
+        truth=lambda w: (
+            [f"results/bayes/{w.setting}/data/rep{w.rep}/truth.json"]
+            if BAYES["sampler"].get("protocol") == "reference"
+            else []
+        ),
     output:
-        posterior=BAYES_DIR + "/{method}/rep{rep}/posterior.nc",
-        summary=BAYES_DIR + "/{method}/rep{rep}/summary.csv",
-        predictive=BAYES_DIR + "/{method}/rep{rep}/predictive.csv",
-        info=BAYES_DIR + "/{method}/rep{rep}/run.json",
-    params:
-        cfg=lambda w: bayes_run_params(w.setting),
-        seed=config["seed"],
-        truth=lambda w, input: f"--truth {input.truth}" if input.truth else "",
+        posterior="results/bayes/{setting}/{method}/rep{rep}/posterior.nc",
+        summary="results/bayes/{setting}/{method}/rep{rep}/summary.csv",
+        predictive="results/bayes/{setting}/{method}/rep{rep}/predictive.csv",
+        info="results/bayes/{setting}/{method}/rep{rep}/run.json",
     log:
         "results/logs/bayes/{setting}/{method}_rep{rep}.log",
     benchmark:
@@ -113,12 +67,16 @@ rule bayes_run:
         setting=r"[A-Za-z][A-Za-z0-9_]*",
         method="koh|mos",
         rep=r"\d+",
+    conda:
+        "../../envs/simcalib.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=bayes_run_minutes,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        cfg=lambda w: bayes_run_params(w.setting),
+        seed=config["seed"],
+        truth=lambda w, input: f"--truth {input.truth}" if input.truth else "",
     shell:
         "python -m simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} --rep {wildcards.rep} "
@@ -134,21 +92,21 @@ rule bayes_metrics:
         summary=lambda w: bayes_runs(w.setting, "summary.csv"),
         predictive=lambda w: bayes_runs(w.setting, "predictive.csv"),
     output:
-        metrics=BAYES_DIR + "/metrics.csv",
-        output_metrics=BAYES_DIR + "/output_metrics.csv",
-        per_rep=BAYES_DIR + "/per_replication.csv",
+        metrics="results/bayes/{setting}/metrics.csv",
+        output_metrics="results/bayes/{setting}/output_metrics.csv",
+        per_rep="results/bayes/{setting}/per_replication.csv",
     log:
         "results/logs/bayes/{setting}/metrics.log",
     benchmark:
         "results/benchmarks/rules/bayes/{setting}/metrics.tsv"
     wildcard_constraints:
         setting=r"[A-Za-z][A-Za-z0-9_]*",
+    conda:
+        "../../envs/simcalib.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib bayes-metrics --setting {wildcards.setting} --truth {input.truth} "
         "--dense {input.dense} --summary {input.summary} --predictive {input.predictive} "
@@ -158,25 +116,29 @@ rule bayes_metrics:
 
 rule bayes_table:
     input:
-        metrics=BAYES_DIR + "/metrics.csv",
-        output_metrics=BAYES_DIR + "/output_metrics.csv",
+        metrics="results/bayes/{setting}/metrics.csv",
+        output_metrics="results/bayes/{setting}/output_metrics.csv",
     output:
-        params=figure(BAYES_DIR + "/table_params.csv", "bayes_table", "Paper 3", "{setting}"),
-        params_md=BAYES_DIR + "/table_params.md",
-        output=figure(BAYES_DIR + "/table_output.csv", "bayes_table", "Paper 3", "{setting}"),
-        output_md=BAYES_DIR + "/table_output.md",
+        params=figure(
+            "results/bayes/{setting}/table_params.csv", "bayes_table", "Paper 3", "{setting}"
+        ),
+        params_md="results/bayes/{setting}/table_params.md",
+        output=figure(
+            "results/bayes/{setting}/table_output.csv", "bayes_table", "Paper 3", "{setting}"
+        ),
+        output_md="results/bayes/{setting}/table_output.md",
     log:
         "results/logs/bayes/{setting}/table.log",
     benchmark:
         "results/benchmarks/rules/bayes/{setting}/table.tsv"
     wildcard_constraints:
         setting=r"[A-Za-z][A-Za-z0-9_]*",
+    conda:
+        "../../envs/simcalib.yaml"
     threads: 1
     resources:
         mem_mb=500,
         runtime=5,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib bayes-table --setting {wildcards.setting} --metrics {input.metrics} "
         "--metrics-outputs {input.output_metrics} --output-params {output.params} "
@@ -185,22 +147,39 @@ rule bayes_table:
 
 rule bayes_plot:
     input:
-        obs=BAYES_DIR + "/data/rep{rep}/obs.csv",
-        dense=BAYES_DIR + "/data/rep{rep}/dense.csv",
-        truth=BAYES_DIR + "/data/rep{rep}/truth.json",
-        predictive=expand(BAYES_DIR + "/{method}/rep{{rep}}/predictive.csv",
-                          method=BAYES_METHODS, allow_missing=True),
-        posterior=expand(BAYES_DIR + "/{method}/rep{{rep}}/posterior.nc",
-                         method=BAYES_METHODS, allow_missing=True),
-        summary=expand(BAYES_DIR + "/{method}/rep{{rep}}/summary.csv",
-                       method=BAYES_METHODS, allow_missing=True),
+        obs="results/bayes/{setting}/data/rep{rep}/obs.csv",
+        dense="results/bayes/{setting}/data/rep{rep}/dense.csv",
+        truth="results/bayes/{setting}/data/rep{rep}/truth.json",
+        predictive=expand(
+            "results/bayes/{setting}/{method}/rep{{rep}}/predictive.csv",
+            method=BAYES_METHODS,
+            allow_missing=True,
+        ),
+        posterior=expand(
+            "results/bayes/{setting}/{method}/rep{{rep}}/posterior.nc",
+            method=BAYES_METHODS,
+            allow_missing=True,
+        ),
+        summary=expand(
+            "results/bayes/{setting}/{method}/rep{{rep}}/summary.csv",
+            method=BAYES_METHODS,
+            allow_missing=True,
+        ),
     output:
-        uq=figure(BAYES_DIR + "/figures/output_uq_rep{rep}.png", "bayes_uq", "Paper 3",
-                  "{setting}"),
-        uq_csv=BAYES_DIR + "/figures/output_uq_rep{rep}.csv",
-        marginals=figure(BAYES_DIR + "/figures/marginals_rep{rep}.png", "bayes_marginals",
-                         "Paper 3", "{setting}"),
-        marginals_csv=BAYES_DIR + "/figures/marginals_rep{rep}.csv",
+        uq=figure(
+            "results/bayes/{setting}/figures/output_uq_rep{rep}.png",
+            "bayes_uq",
+            "Paper 3",
+            "{setting}",
+        ),
+        uq_csv="results/bayes/{setting}/figures/output_uq_rep{rep}.csv",
+        marginals=figure(
+            "results/bayes/{setting}/figures/marginals_rep{rep}.png",
+            "bayes_marginals",
+            "Paper 3",
+            "{setting}",
+        ),
+        marginals_csv="results/bayes/{setting}/figures/marginals_rep{rep}.csv",
     log:
         "results/logs/bayes/{setting}/plot_rep{rep}.log",
     benchmark:
@@ -208,12 +187,12 @@ rule bayes_plot:
     wildcard_constraints:
         setting=r"[A-Za-z][A-Za-z0-9_]*",
         rep=r"\d+",
+    conda:
+        "../../envs/simcalib.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib bayes-plot --setting {wildcards.setting} --data {input.obs} "
         "--dense {input.dense} --truth {input.truth} --predictive {input.predictive} "
@@ -222,21 +201,16 @@ rule bayes_plot:
 
 
 # ------------------------------------------------------------------ real data
-def bayes_data_file(wildcards):
-    return BAYES_DATA_SETTINGS[wildcards.setting]
 
 
 rule bayes_fit:
     input:
         data=bayes_data_file,
     output:
-        posterior=BAYES_DIR + "/{method}/posterior.nc",
-        summary=BAYES_DIR + "/{method}/summary.csv",
-        predictive=BAYES_DIR + "/{method}/predictive.csv",
-        info=BAYES_DIR + "/{method}/run.json",
-    params:
-        cfg=lambda w: bayes_run_params(w.setting),
-        seed=config["seed"],
+        posterior="results/bayes/{setting}/{method}/posterior.nc",
+        summary="results/bayes/{setting}/{method}/summary.csv",
+        predictive="results/bayes/{setting}/{method}/predictive.csv",
+        info="results/bayes/{setting}/{method}/run.json",
     log:
         "results/logs/bayes/{setting}/{method}_fit.log",
     benchmark:
@@ -244,12 +218,15 @@ rule bayes_fit:
     wildcard_constraints:
         setting="|".join(BAYES_DATA_SETTINGS) or "^$",
         method="koh|mos",
+    conda:
+        "../../envs/simcalib.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=bayes_run_minutes,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        cfg=lambda w: bayes_run_params(w.setting),
+        seed=config["seed"],
     shell:
         "python -m simcalib bayes-run --params {params.cfg:q} --seed {params.seed} "
         "--setting {wildcards.setting} --method {wildcards.method} "
@@ -260,14 +237,26 @@ rule bayes_fit:
 
 rule bayes_diagnostics:
     input:
-        posterior=BAYES_DIR + "/{method}/posterior.nc",
+        posterior="results/bayes/{setting}/{method}/posterior.nc",
     output:
-        trace=figure(BAYES_DIR + "/{method}/figures/trace.png", "bayes_trace", "Paper 3",
-                     "{setting}"),
-        rank=figure(BAYES_DIR + "/{method}/figures/rank.png", "bayes_trace", "Paper 3",
-                    "{setting}"),
-        pair=figure(BAYES_DIR + "/{method}/figures/pair.png", "bayes_pair", "Paper 3",
-                    "{setting}"),
+        trace=figure(
+            "results/bayes/{setting}/{method}/figures/trace.png",
+            "bayes_trace",
+            "Paper 3",
+            "{setting}",
+        ),
+        rank=figure(
+            "results/bayes/{setting}/{method}/figures/rank.png",
+            "bayes_trace",
+            "Paper 3",
+            "{setting}",
+        ),
+        pair=figure(
+            "results/bayes/{setting}/{method}/figures/pair.png",
+            "bayes_pair",
+            "Paper 3",
+            "{setting}",
+        ),
     log:
         "results/logs/bayes/{setting}/{method}_diagnostics.log",
     benchmark:
@@ -275,12 +264,12 @@ rule bayes_diagnostics:
     wildcard_constraints:
         setting="|".join(BAYES_DATA_SETTINGS) or "^$",
         method="koh|mos",
+    conda:
+        "../../envs/simcalib.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib bayes-diagnostics --posterior {input.posterior} "
         "--output-trace {output.trace} --output-rank {output.rank} "
@@ -290,27 +279,37 @@ rule bayes_diagnostics:
 rule bayes_compare:
     input:
         data=bayes_data_file,
-        summary=expand(BAYES_DIR + "/{method}/summary.csv", method=BAYES_METHODS,
-                       allow_missing=True),
-        predictive=expand(BAYES_DIR + "/{method}/predictive.csv", method=BAYES_METHODS,
-                          allow_missing=True),
+        summary=expand(
+            "results/bayes/{setting}/{method}/summary.csv",
+            method=BAYES_METHODS,
+            allow_missing=True,
+        ),
+        predictive=expand(
+            "results/bayes/{setting}/{method}/predictive.csv",
+            method=BAYES_METHODS,
+            allow_missing=True,
+        ),
     output:
-        params=figure(BAYES_DIR + "/table_params.csv", "bayes_compare", "Paper 3", "{setting}"),
-        params_md=BAYES_DIR + "/table_params.md",
-        output=figure(BAYES_DIR + "/table_output.csv", "bayes_compare", "Paper 3", "{setting}"),
-        output_md=BAYES_DIR + "/table_output.md",
+        params=figure(
+            "results/bayes/{setting}/table_params.csv", "bayes_compare", "Paper 3", "{setting}"
+        ),
+        params_md="results/bayes/{setting}/table_params.md",
+        output=figure(
+            "results/bayes/{setting}/table_output.csv", "bayes_compare", "Paper 3", "{setting}"
+        ),
+        output_md="results/bayes/{setting}/table_output.md",
     log:
         "results/logs/bayes/{setting}/compare.log",
     benchmark:
         "results/benchmarks/rules/bayes/{setting}/compare.tsv"
     wildcard_constraints:
         setting="|".join(BAYES_DATA_SETTINGS) or "^$",
+    conda:
+        "../../envs/simcalib.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib bayes-compare --setting {wildcards.setting} --data {input.data} "
         "--summary {input.summary} --predictive {input.predictive} "
@@ -324,26 +323,36 @@ ruleorder: bayes_compare > bayes_table
 rule bayes_data_plot:
     input:
         data=bayes_data_file,
-        summary=expand(BAYES_DIR + "/{method}/summary.csv", method=BAYES_METHODS,
-                       allow_missing=True),
-        predictive=expand(BAYES_DIR + "/{method}/predictive.csv", method=BAYES_METHODS,
-                          allow_missing=True),
+        summary=expand(
+            "results/bayes/{setting}/{method}/summary.csv",
+            method=BAYES_METHODS,
+            allow_missing=True,
+        ),
+        predictive=expand(
+            "results/bayes/{setting}/{method}/predictive.csv",
+            method=BAYES_METHODS,
+            allow_missing=True,
+        ),
     output:
-        uq=figure(BAYES_DIR + "/figures/predictive.png", "bayes_data_uq", "Paper 3",
-                  "{setting}"),
-        uq_csv=BAYES_DIR + "/figures/predictive.csv",
+        uq=figure(
+            "results/bayes/{setting}/figures/predictive.png",
+            "bayes_data_uq",
+            "Paper 3",
+            "{setting}",
+        ),
+        uq_csv="results/bayes/{setting}/figures/predictive.csv",
     log:
         "results/logs/bayes/{setting}/data_plot.log",
     benchmark:
         "results/benchmarks/rules/bayes/{setting}/data_plot.tsv"
     wildcard_constraints:
         setting="|".join(BAYES_DATA_SETTINGS) or "^$",
+    conda:
+        "../../envs/simcalib.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib bayes-plot --setting {wildcards.setting} --data {input.data} "
         "--predictive {input.predictive} --summary {input.summary} "
@@ -371,8 +380,11 @@ BAYES_TARGETS += [
         f"results/bayes/{s}/table_params.md",
         f"results/bayes/{s}/table_output.md",
         f"results/bayes/{s}/figures/predictive.png",
-        *(f"results/bayes/{s}/{m}/figures/{k}.png" for m in BAYES_METHODS
-          for k in ("trace", "rank", "pair")),
+        *(
+            f"results/bayes/{s}/{m}/figures/{k}.png"
+            for m in BAYES_METHODS
+            for k in ("trace", "rank", "pair")
+        ),
     )
 ]
 

@@ -32,21 +32,21 @@ rule cal_anchors:
         unpack(anchors_inputs),
     output:
         "results/{study}/{caldir}/anchors.csv",
+    log:
+        "results/logs/{study}/{caldir}/cal_anchors.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/{caldir}/cal_anchors.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
+    threads: config["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=240,
     params:
         cfg=cal_study_only,
         solver=cal_solver,
         seed=config["seed"],
         solved=solved_arg,
-    log:
-        "results/logs/{study}/{caldir}/cal_anchors.log",
-    benchmark:
-        "results/benchmarks/rules/{study}/{caldir}/cal_anchors.tsv"
-    threads: config["threads"]
-    resources:
-        mem_mb=4000,
-        runtime=240,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-anchors --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} "
@@ -60,22 +60,22 @@ rule cal_run:
     output:
         records="results/{study}/{caldir}/{strategy}.csv",
         runs="results/{study}/{caldir}/runs/{strategy}.csv",
+    log:
+        "results/logs/{study}/{caldir}/cal_run_{strategy}.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/{caldir}/cal_run_{strategy}.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=240,
     params:
         cfg=cal_params,
         solver=cal_solver,
         extra=cal_extra_args,
         seed=config["seed"],
         min_r2=cal_min_r2,
-    log:
-        "results/logs/{study}/{caldir}/cal_run_{strategy}.log",
-    benchmark:
-        "results/benchmarks/rules/{study}/{caldir}/cal_run_{strategy}.tsv"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=240,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
@@ -89,24 +89,26 @@ rule cal_summary:
         records=lambda w: [f"results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)],
         meta=MM_FILES["meta"],
     output:
-        summary=figure("results/{study}/calibration/summary.csv", "cal_summary", "Paper 1",
-                       "{study}"),
-        figure=figure("results/{study}/calibration/strategies.png", "cal_strategies",
-                      "Paper 1", "{study}"),
+        summary=figure(
+            "results/{study}/calibration/summary.csv", "cal_summary", "Paper 1", "{study}"
+        ),
+        figure=figure(
+            "results/{study}/calibration/strategies.png", "cal_strategies", "Paper 1", "{study}"
+        ),
+    log:
+        "results/logs/{study}/cal_summary.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/cal_summary.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
     params:
         pairs=lambda w: " ".join(
             f"{s}=results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)
         ),
         min_r2=cal_min_r2,
-    log:
-        "results/logs/{study}/cal_summary.log",
-    benchmark:
-        "results/benchmarks/rules/{study}/cal_summary.tsv"
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-summary --records {params.pairs} --output {output.summary} "
         "--output-figure {output.figure} --title '{wildcards.study}' "
@@ -119,19 +121,21 @@ rule cal_rs_vs_op:
         rs="results/{study}/calibration/rs.csv",
         op="results/{study}/calibration/op.csv",
     output:
-        table=figure("results/{study}/calibration/rs_vs_op.csv", "cal_rs_vs_op", "Paper 1",
-                     "{study}"),
-        figure=figure("results/{study}/calibration/rs_vs_op.png", "cal_rs_vs_op", "Paper 1",
-                      "{study}"),
+        table=figure(
+            "results/{study}/calibration/rs_vs_op.csv", "cal_rs_vs_op", "Paper 1", "{study}"
+        ),
+        figure=figure(
+            "results/{study}/calibration/rs_vs_op.png", "cal_rs_vs_op", "Paper 1", "{study}"
+        ),
     log:
         "results/logs/{study}/cal_rs_vs_op.log",
     benchmark:
         "results/benchmarks/rules/{study}/cal_rs_vs_op.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-summary --records rs={input.rs} op={input.op} "
         "--output {output.table} --output-figure-rs-op {output.figure} > {log} 2>&1"
@@ -141,21 +145,19 @@ rule cal_sweep:
     input:
         lambda w: list(sweep_records(w.study).values()),
     output:
-        table=figure("results/{study}/calibration/sweep.csv", "cal_sweep", "Paper 1",
-                     "{study}"),
-        figure=figure("results/{study}/calibration/sweep.png", "cal_sweep", "Paper 1",
-                      "{study}"),
-    params:
-        pairs=lambda w: " ".join(f"{r}={p}" for r, p in sweep_records(w.study).items()),
+        table=figure("results/{study}/calibration/sweep.csv", "cal_sweep", "Paper 1", "{study}"),
+        figure=figure("results/{study}/calibration/sweep.png", "cal_sweep", "Paper 1", "{study}"),
     log:
         "results/logs/{study}/cal_sweep.log",
     benchmark:
         "results/benchmarks/rules/{study}/cal_sweep.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        pairs=lambda w: " ".join(f"{r}={p}" for r, p in sweep_records(w.study).items()),
     shell:
         "python -m simcalib cal-sweep --records {params.pairs} --output {output.table} "
         "--output-figure {output.figure} "
@@ -167,19 +169,27 @@ rule cal_contexts:
         ins="results/{study}/calibration/{strategy}.csv",
         oos="results/{study}/calibration/targets_{which}/{strategy}.csv",
     output:
-        table=figure("results/{study}/calibration/contexts_{which}_{strategy}.csv",
-                     "cal_contexts", "Paper 1", "{study}"),
-        figure=figure("results/{study}/calibration/contexts_{which}_{strategy}.png",
-                      "cal_contexts", "Paper 1", "{study}"),
+        table=figure(
+            "results/{study}/calibration/contexts_{which}_{strategy}.csv",
+            "cal_contexts",
+            "Paper 1",
+            "{study}",
+        ),
+        figure=figure(
+            "results/{study}/calibration/contexts_{which}_{strategy}.png",
+            "cal_contexts",
+            "Paper 1",
+            "{study}",
+        ),
     log:
         "results/logs/{study}/cal_contexts_{which}_{strategy}.log",
     benchmark:
         "results/benchmarks/rules/{study}/cal_contexts_{which}_{strategy}.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        "../../envs/simcalib.yaml"
     shell:
         "python -m simcalib cal-contexts --insample {input.ins} --outofsample {input.oos} "
         "--strategy {wildcards.strategy} --output {output.table} --output-figure {output.figure} "
@@ -190,21 +200,19 @@ rule cal_noise:
     input:
         lambda w: list(noise_pairs(w.study).values()),
     output:
-        table=figure("results/{study}/calibration/noise.csv", "cal_noise", "Paper 1",
-                     "{study}"),
-        figure=figure("results/{study}/calibration/noise.png", "cal_noise", "Paper 1",
-                      "{study}"),
-    params:
-        pairs=lambda w: " ".join(f"{k}={v}" for k, v in noise_pairs(w.study).items()),
+        table=figure("results/{study}/calibration/noise.csv", "cal_noise", "Paper 1", "{study}"),
+        figure=figure("results/{study}/calibration/noise.png", "cal_noise", "Paper 1", "{study}"),
     log:
         "results/logs/{study}/cal_noise.log",
     benchmark:
         "results/benchmarks/rules/{study}/cal_noise.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        pairs=lambda w: " ".join(f"{k}={v}" for k, v in noise_pairs(w.study).items()),
     shell:
         "python -m simcalib cal-noise --records {params.pairs} --output {output.table} "
         "--output-figure {output.figure} > {log} 2>&1"
@@ -214,12 +222,18 @@ for _s in cal_studies():
     _cal = config["studies"][_s]["calibration"]
     ALL_TARGETS += [f"results/{_s}/calibration/summary.csv"] + cal_summary_figs(_s)
     if _cal["sweep"]:
-        ALL_TARGETS += [f"results/{_s}/calibration/sweep.csv",
-                        f"results/{_s}/calibration/sweep.png"]
+        ALL_TARGETS += [
+            f"results/{_s}/calibration/sweep.csv",
+            f"results/{_s}/calibration/sweep.png",
+        ]
     for _w in _cal["extra_targets"]:
         for _st in _cal["extra_strategies"]:
-            ALL_TARGETS += [f"results/{_s}/calibration/contexts_{_w}_{_st}.csv",
-                            f"results/{_s}/calibration/contexts_{_w}_{_st}.png"]
+            ALL_TARGETS += [
+                f"results/{_s}/calibration/contexts_{_w}_{_st}.csv",
+                f"results/{_s}/calibration/contexts_{_w}_{_st}.png",
+            ]
     if _cal["noise_studies"]:
-        ALL_TARGETS += [f"results/{_s}/calibration/noise.csv",
-                        f"results/{_s}/calibration/noise.png"]
+        ALL_TARGETS += [
+            f"results/{_s}/calibration/noise.csv",
+            f"results/{_s}/calibration/noise.png",
+        ]

@@ -37,3 +37,12 @@ def figure(path, caption, category, subcategory=None):
     if subcategory:
         kwargs["subcategory"] = subcategory
     return report(path, caption=f"../report/{caption}.rst", **kwargs)
+
+
+def write_done_flag(files, flag, log):
+    """The study's all.done lists the final files it stands for (so a user sees what
+    `results/<study>/all.done` built); the log says how many."""
+    from simcalib import io
+
+    io.write_text("\n".join(sorted(files)) + "\n", flag)
+    io.write_text(f"{len(files)} final files present\n", log)

@@ -14,19 +14,19 @@ rule mm_train:
     output:
         model="results/{study}/metamodel/model.pt",
         meta="results/{study}/metamodel/metamodel.json",
-    params:
-        cfg=mm_train_params,
-        seed=config["seed"],
     log:
         "results/logs/{study}/mm_train.log",
     benchmark:
         "results/benchmarks/rules/{study}/mm_train.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     threads: mm_threads("metamodel", "threads")
     resources:
         mem_mb=2000,
         runtime=60,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        cfg=mm_train_params,
+        seed=config["seed"],
     shell:
         "python -m simcalib mm-train --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --dataset {input} --threads {threads} "
@@ -40,19 +40,19 @@ rule mm_optimize:
         targets="results/{study}/targets.csv",
     output:
         "results/{study}/op/op.csv",
-    params:
-        cfg=mm_optimize_params,
-        seed=config["seed"],
     log:
         "results/logs/{study}/mm_optimize.log",
     benchmark:
         "results/benchmarks/rules/{study}/mm_optimize.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     threads: mm_threads("solver", "threads")
     resources:
         mem_mb=4000,
         runtime=120,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        cfg=mm_optimize_params,
+        seed=config["seed"],
     shell:
         "python -m simcalib mm-optimize --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --metamodel results/{wildcards.study}/metamodel "

@@ -13,18 +13,18 @@ localrules:
 rule sim_design:
     output:
         "results/{study}/design.csv",
-    params:
-        cfg=study_params(*DESIGN_KEYS),
-        seed=config["seed"],
     log:
         "results/logs/{study}/sim_design.log",
     benchmark:
         "results/benchmarks/rules/{study}/sim_design.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     resources:
         mem_mb=1000,
         runtime=5,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        cfg=study_params(*DESIGN_KEYS),
+        seed=config["seed"],
     shell:
         "python -m simcalib sim-design --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --output {output} > {log} 2>&1"
@@ -39,19 +39,19 @@ rule sim_run:
     output:
         csv="results/{study}/chunks/chunk_{chunk}.csv",
         meta="results/{study}/chunks/chunk_{chunk}.json",
-    params:
-        cfg=study_params(*SIM_KEYS),
-        seed=config["seed"],
     log:
         "results/logs/{study}/sim_run_{chunk}.log",
     benchmark:
         "results/benchmarks/rules/{study}/sim_run_{chunk}.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
     resources:
         mem_mb=2000,
         runtime=120,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        cfg=study_params(*SIM_KEYS),
+        seed=config["seed"],
     shell:
         "python -m simcalib sim-run --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --design {input} --chunk {wildcards.chunk} "
@@ -66,17 +66,17 @@ rule sim_merge:
     output:
         dataset="results/{study}/dataset.csv",
         summary="results/{study}/simulation_summary.json",
-    params:
-        chunk_size=lambda wildcards: config["studies"][wildcards.study]["design"]["chunk_size"],
     log:
         "results/logs/{study}/sim_merge.log",
     benchmark:
         "results/benchmarks/rules/{study}/sim_merge.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     resources:
         mem_mb=2000,
         runtime=5,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        chunk_size=lambda wildcards: config["studies"][wildcards.study]["design"]["chunk_size"],
     shell:
         "python -m simcalib sim-merge --design {input.design} --chunk-size {params.chunk_size} "
         "--chunks {input.csv} --metas {input.meta} --output {output.dataset} "
@@ -92,20 +92,20 @@ rule sim_targets:
         observations_input,
     output:
         "results/{study}/{tset}.csv",
-    params:
-        cfg=study_params(*TARGET_KEYS),
-        which=tset_name,
-        seed=config["seed"],
     log:
         "results/logs/{study}/sim_{tset}.log",
     benchmark:
         "results/benchmarks/rules/{study}/sim_{tset}.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
     threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
     resources:
         mem_mb=2000,
         runtime=60,
-    conda:
-        "../../envs/simcalib.yaml"
+    params:
+        cfg=study_params(*TARGET_KEYS),
+        which=tset_name,
+        seed=config["seed"],
     shell:
         "python -m simcalib sim-targets --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --which {params.which} --threads {threads} --output {output} "

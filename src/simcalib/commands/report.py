@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output-html", dest="html", default=None, metavar="FILE",
                    help="summary.html to write (the report's 'read me first' page)")
     p.add_argument("--output-tables-dir", dest="tables_dir", default=None, metavar="DIR",
-                   help="directory for one HTML table page per paper-1 study "
+                   help="directory to write one HTML table page per paper-1 study "
                         "(paper1_<study>.html), paper2.html and paper3.html")
     p.set_defaults(func=cmd_summary)
 

@@ -27,7 +27,7 @@ def caldir_targets(caldir):
 
 def caldir_proximity(caldir):
     """The proximity a sweep directory fixes, else None (the config's value)."""
-    return caldir[len(SWEEP_PREFIX):] if caldir.startswith(SWEEP_PREFIX) else None
+    return caldir[len(SWEEP_PREFIX) :] if caldir.startswith(SWEEP_PREFIX) else None
 
 
 def cal_solver(wildcards):
@@ -71,8 +71,11 @@ def anchors_inputs(wildcards):
     d["targets"] = f"results/{wildcards.study}/{caldir_targets(wildcards.caldir)}.csv"
     cfg = config["studies"][wildcards.study]
     opt = cfg.get("optimize") or {}
-    if (wildcards.caldir == "calibration" and not opt.get("weights")
-            and solver_set_name(cfg) == opt.get("solver")):
+    if (
+        wildcards.caldir == "calibration"
+        and not opt.get("weights")
+        and solver_set_name(cfg) == opt.get("solver")
+    ):
         d["solved"] = f"results/{wildcards.study}/op/op.csv"
     return d
 
@@ -104,8 +107,10 @@ def cal_summary_figs(study):
     s = config["studies"][study]["calibration"]["strategies"]
     out = [f"results/{study}/calibration/strategies.png"]
     if "rs" in s and "op" in s:
-        out += [f"results/{study}/calibration/rs_vs_op.csv",
-                f"results/{study}/calibration/rs_vs_op.png"]
+        out += [
+            f"results/{study}/calibration/rs_vs_op.csv",
+            f"results/{study}/calibration/rs_vs_op.png",
+        ]
     return out
 
 

@@ -7,8 +7,15 @@ from simcalib.simulation import n_chunks
 # Keys each step reads, so a change elsewhere (metamodel, strategies) never re-simulates.
 DESIGN_KEYS = ("parameters", "contexts", "constraints", "design")
 SIM_KEYS = ("simulator", "parameters", "contexts", "outputs", "design")
-TARGET_KEYS = ("simulator", "parameters", "contexts", "constraints", "outputs", "targets",
-               "extra_targets")
+TARGET_KEYS = (
+    "simulator",
+    "parameters",
+    "contexts",
+    "constraints",
+    "outputs",
+    "targets",
+    "extra_targets",
+)
 
 
 def chunk_files(ext):
@@ -23,7 +30,7 @@ def tset_name(wildcards):
     """The target set's name for `simcalib sim-targets --which`: "targets" (the study's
     own set) or the name of one of its extra_targets."""
     t = wildcards.tset
-    return "targets" if t == "targets" else t[len("targets_"):]
+    return "targets" if t == "targets" else t[len("targets_") :]
 
 
 def observations_input(wildcards):

@@ -1,0 +1,26 @@
+# Input functions, params and constants of the report rules (workflow/rules/report.smk),
+# kept apart from the rules as `snakemake --lint` asks.
+
+import os
+
+REPORT_INPUTS = list(ALL_TARGETS)
+REPORT_STUDIES = [s for s in STUDIES if config["studies"][s].get("metamodel", {}).get("enabled")]
+REPORT_BAYES = list(config.get("bayes", {}).get("settings", []) or [])
+REPORT_MS = bool(
+    config.get("multisource", {}).get("analytic", {}).get("enabled")
+    or config.get("multisource", {}).get("hardening", {}).get("enabled")
+)
+REPORT_TABLES = "results/report/tables"
+
+
+def report_table_pages():
+    """One HTML table page per paper-1 study and for papers 2 and 3, registered under
+    that paper's category."""
+    pages = [
+        figure(f"{REPORT_TABLES}/paper1_{s}.html", "tables", "Paper 1", s) for s in REPORT_STUDIES
+    ]
+    if REPORT_MS:
+        pages.append(figure(f"{REPORT_TABLES}/paper2.html", "tables", "Paper 2", "tables"))
+    if REPORT_BAYES:
+        pages.append(figure(f"{REPORT_TABLES}/paper3.html", "tables", "Paper 3", "tables"))
+    return pages
