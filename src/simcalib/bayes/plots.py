@@ -61,7 +61,8 @@ def output_uq_figure(setting: str, pred: pd.DataFrame, t: np.ndarray, y: np.ndar
             if j == 0:
                 ax.set_ylabel(out)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=6))  # calendar years stay legible
-    axes[-1, 0].set_xlabel("t")
+    for ax in axes[-1]:
+        ax.set_xlabel("time (the data's time column)")
     axes[0, -1].legend(fontsize=7, loc="best")
     fig.tight_layout()
     _save(fig, path)
@@ -89,7 +90,9 @@ def marginals_figure(setting: str, posteriors: list[str], truth: dict[str, Any],
     for k, name in enumerate(params):
         axes[0, k].axvline(truth["theta"][name], color="k", lw=1.5)
         axes[0, k].set_title(name)
+        axes[0, k].set_xlabel(f"{name} (parameter value)", fontsize=8)
         axes[0, k].set_yticks([])
+    axes[0, 0].set_ylabel("posterior density")
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"{setting}: posterior marginals (black: truth)")
     fig.tight_layout()
@@ -118,6 +121,7 @@ def trace_figure(idata: Any, names: list[str], title: str, path: str) -> None:
         axes[i, 0].set_ylabel(n, fontsize=8)
         axes[i, 1].set_yticks([])
     axes[-1, 0].set_xlabel("kept draw" + (f" (every {step}th shown)" if step > 1 else ""))
+    axes[-1, 1].set_xlabel("value (density per chain)")
     axes[0, 0].legend(fontsize=7, loc="upper right")
     fig.suptitle(title)
     fig.tight_layout()
@@ -137,11 +141,16 @@ def rank_figure(idata: Any, names: list[str], title: str, path: str, bins: int =
         ranks = np.argsort(np.argsort(x.ravel(), kind="stable")).reshape(x.shape)
         edges = np.linspace(0, x.size, bins + 1)
         for c in range(x.shape[0]):
-            ax.hist(ranks[c], bins=edges, histtype="step", lw=1)
-        ax.axhline(x.shape[1] / bins, color="k", lw=0.8, ls=":")
+            ax.hist(ranks[c], bins=edges, histtype="step", lw=1, label=f"chain {c}")
+        ax.axhline(x.shape[1] / bins, color="k", lw=0.8, ls=":", label="uniform")
         ax.set_title(n, fontsize=8)
         ax.set_yticks([])
         ax.set_xticks([])
+        if k // ncol == nrow - 1 or k + ncol >= len(names):
+            ax.set_xlabel("rank over all chains", fontsize=7)
+        if k % ncol == 0:
+            ax.set_ylabel("draws per bin", fontsize=7)
+    axes[0, 0].legend(fontsize=6, loc="lower right")
     for k in range(len(names), nrow * ncol):
         axes[k // ncol, k % ncol].axis("off")
     fig.suptitle(title)
@@ -164,6 +173,8 @@ def pair_figure(idata: Any, params: list[str], title: str, path: str,
             if i == j:
                 ax.hist(draws[a], bins=40, color="0.5")
                 ax.set_yticks([])
+                if i == 0:
+                    ax.set_ylabel(f"{a} (histogram)", fontsize=8)
             elif i > j:
                 ax.plot(draws[b][pick], draws[a][pick], ".", ms=1, alpha=0.4)
             else:
