@@ -220,6 +220,24 @@ def test_gurobi_matches_highs(use_bounds):
     assert res.status == "optimal"
     assert res.objective == pytest.approx(ref.objective, abs=2e-4)
     assert res.x[0] == np.round(res.x[0]) and res.x[1] <= res.x[2] + 1e-7
+    if use_bounds:  # a small net on Gurobi: no samples before the solve (its own heuristics)
+        ws = res.info["warm_start"]
+        assert ws["portfolio"]["path"] == "box-bounds" and ws["samples"] == 0
+
+
+def test_warm_start_without_samples_is_empty_or_multistart_only():
+    from simcalib.metamodel.milp.warmstart import warm_start
+
+    mm = _mm(2, [6], 1, seed=4)
+    space = _space(2)
+    problem = build_problem(mm, space, {"o0": 0.1}, {}, None, None)
+    x, f, st = warm_start(problem, space, {"samples": 0, "starts": 3},
+                          np.random.default_rng(0), multistart=False)
+    assert x is None and f == np.inf and st["found"] is False
+    x, f, st = warm_start(problem, space, {"samples": 0, "starts": 3},
+                          np.random.default_rng(0), multistart=True)
+    assert x is not None and f == pytest.approx(float(problem.objective(x)[0]))
+    assert st["multistart_objective"] == f
 
 
 def test_gurobi_licence_too_small_is_one_clear_error():

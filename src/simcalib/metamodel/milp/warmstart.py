@@ -165,6 +165,15 @@ def warm_start(problem: OPProblem, space: Space, cfg: Mapping[str, Any] | None,
     t0 = time.perf_counter()
     n = int(cfg.get("samples", 20_000))
     k = int(cfg.get("local", 5))
+    if n <= 0:  # no sampling asked (a solver that finds its own first incumbent)
+        stats = {"enabled": True, "found": False, "samples": 0, "multistart_objective": None}
+        best_x, best_f = None, np.inf
+        if multistart and int(cfg.get("starts", 0)) > 0:
+            best_x, best_f = multistart_lbfgs(problem, space, int(cfg["starts"]), rng,
+                                              int(cfg.get("maxiter", 200)))
+            stats.update(found=True, multistart_objective=best_f)
+        stats.update({"objective": best_f, "seconds": time.perf_counter() - t0})
+        return best_x, best_f, stats
     try:
         X, f = sample_search(problem, space, n, rng, keep=max(1, 20 * k))
     except ConfigError:
