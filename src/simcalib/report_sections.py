@@ -21,12 +21,13 @@ import numpy as np
 import pandas as pd
 
 from simcalib import timing
+from simcalib.bayes.convergence import R_HAT_MAX
 from simcalib.errors import SimcalibError
 
 #: metamodel.min_r2's schema default, for metamodels trained before the flag existed
 DEFAULT_MIN_R2 = 0.9
 #: R-hat above this means the chains may not have mixed (Vehtari et al. 2021, ArviZ)
-RHAT_MAX = 1.01
+RHAT_MAX = R_HAT_MAX
 
 # Paper 1 (epidemic, Figs. 4-5): median actual error per strategy, 50 targets, r = 100.
 PAPER1_MEDIANS = {"rs": 0.1408, "op": 0.2059, "stp": 0.1803, "pts": 0.0773}

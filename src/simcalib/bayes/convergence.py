@@ -18,6 +18,11 @@ import numpy as np
 
 from simcalib.errors import ConfigError
 
+#: Vehtari et al. (2021): the thresholds every run is judged by unless
+#: ``sampler.until_converged`` sets its own.
+R_HAT_MAX = 1.01
+ESS_BULK_MIN = 400.0
+
 
 @dataclass
 class UntilConverged:
@@ -26,8 +31,8 @@ class UntilConverged:
 
     max_iterations: int
     block: int | None = None
-    r_hat: float = 1.01
-    ess_bulk: float = 400.0
+    r_hat: float = R_HAT_MAX
+    ess_bulk: float = ESS_BULK_MIN
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None, iterations: int,
@@ -43,7 +48,7 @@ class UntilConverged:
         if "max_iterations" not in d:
             raise ConfigError(f"{key}.max_iterations", "required")
         uc = cls(int(d["max_iterations"]), None if d.get("block") is None else int(d["block"]),
-                 float(d.get("r_hat", 1.01)), float(d.get("ess_bulk", 400.0)))
+                 float(d.get("r_hat", R_HAT_MAX)), float(d.get("ess_bulk", ESS_BULK_MIN)))
         if uc.max_iterations < iterations:
             raise ConfigError(f"{key}.max_iterations",
                               f"must be >= sampler.iterations ({iterations})")
@@ -70,6 +75,6 @@ def diagnose(draws: Mapping[str, np.ndarray]) -> tuple[float, float]:
     return r, e
 
 
-def is_converged(r_hat: float, ess: float, r_max: float = 1.01, ess_min: float = 400.0
-                 ) -> bool:
+def is_converged(r_hat: float, ess: float, r_max: float = R_HAT_MAX,
+                 ess_min: float = ESS_BULK_MIN) -> bool:
     return bool(np.isfinite(r_hat) and r_hat <= r_max and ess >= ess_min)

@@ -41,6 +41,7 @@ from simcalib.bayes.batched import (
     koh_batch,
     loglik_batch,
 )
+from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX
 from simcalib.errors import DataError
 from simcalib.progress import eta
 
@@ -409,7 +410,7 @@ def run_lockstep(pb: Any, cfg: Any, init: dict[str, Any], hyper: Any,
                         until.r_hat, ess, until.ess_bulk)
     if bar is not None:
         bar.close()
-    thresholds = (until.r_hat, until.ess_bulk) if until is not None else (1.01, 400.0)
+    thresholds = (until.r_hat, until.ess_bulk) if until is not None else (R_HAT_MAX, ESS_BULK_MIN)
     record.update({"iterations_run": state.it, "burn_in_used": drop + cfg.burn_in,
                    "r_hat_max": r_hat, "ess_bulk_min": ess, "stop_reason": stop,
                    "converged": is_converged(r_hat, ess, *thresholds)})

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX
 from simcalib.bayes.likelihood import Likelihood
 from simcalib.bayes.models import DISCREPANCY, HYPER
 from simcalib.bayes.sampler import RunResult
@@ -34,13 +35,13 @@ class Convergence:
     """The thresholds a chain set must meet to be called converged (Vehtari et al.
     2021: rank-normalised R-hat <= 1.01 and bulk ESS >= 400)."""
 
-    r_hat: float = 1.01
-    ess_bulk: float = 400.0
+    r_hat: float = R_HAT_MAX
+    ess_bulk: float = ESS_BULK_MIN
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> Convergence:
         d = d or {}
-        return cls(float(d.get("r_hat", 1.01)), float(d.get("ess_bulk", 400.0)))
+        return cls(float(d.get("r_hat", R_HAT_MAX)), float(d.get("ess_bulk", ESS_BULK_MIN)))
 
 
 def _az() -> Any:
