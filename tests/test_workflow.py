@@ -181,6 +181,23 @@ def test_configfile_stands_alone(tmp_path: Path) -> None:
     assert "bayes_run" not in jobs and jobs["sim_design"] == len(tiny), jobs
 
 
+def test_own_config_runs_no_paper_demos(tmp_path: Path) -> None:
+    """A config with only the user's study plans only that study's jobs (and the
+    summary): no paper-2 or paper-3 demo jobs come from the schema's defaults."""
+    own = tmp_path / "my.yaml"
+    own.write_text(yaml.safe_dump({
+        "seed": 1,
+        "studies": {"mine": {
+            "simulator": {"type": "rosenbrock"},
+            "parameters": {"x": {"lower": -2.0, "upper": 2.0},
+                           "y": {"lower": -1.0, "upper": 3.0}},
+            "design": {"method": "sobol", "n": 32}, "targets": {"n": 2},
+            "metamodel": {"hidden": [8]}}}}))
+    jobs = _jobs_planned(tmp_path, own)
+    assert jobs["sim_design"] == 1 and jobs["mm_train"] == 1, jobs
+    assert not any(r.startswith(("bayes", "ms_")) for r in jobs), jobs
+
+
 def test_study_target_builds_one_study(tmp_path: Path) -> None:
     jobs = _jobs_planned(tmp_path, TINY, "results/rosenbrock_obs/all.done")
     assert jobs["sim_design"] == 1 and jobs["cal_summary"] == 1 and jobs["study_all"] == 1
