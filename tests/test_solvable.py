@@ -196,3 +196,21 @@ def test_code_defaults_mirror_the_schemas():
     for sec in ("obbt", "warm_start"):
         schema = {k: v["default"] for k, v in opt["properties"][sec]["properties"].items()}
         assert SOLVER_DEFAULTS[sec] == schema, sec
+
+
+def test_auto_fine_tunes_only_a_net_the_milp_would_find_hard(pair):
+    """``enabled: auto`` (the default) keeps a small net as trained when its unstable
+    neurons are at most ``min_unstable``, and fine-tunes it above that."""
+    (_, mp), _ = pair
+    n_plain = mp["stability"]["interval_unstable"]
+    df = _data()
+    cfg = {k: v for k, v in FAST.items() if k != "solvable"}
+    _, keep = train_metamodel(df, ["a", "b", "c"], ["p", "q"],
+                              {**cfg, "solvable": {"enabled": "auto", "min_unstable": n_plain}},
+                              seed=1, study="toy")
+    assert keep.get("solvable") is None and keep["test_r2"] == pytest.approx(mp["test_r2"])
+    _, tuned = train_metamodel(df, ["a", "b", "c"], ["p", "q"],
+                               {**cfg, "solvable": {"enabled": "auto", "min_unstable": 0,
+                                                    "epochs": 80}}, seed=1, study="toy")
+    assert tuned["solvable"]["applied"]
+    assert tuned["solvable"]["interval_unstable_plain"] == n_plain

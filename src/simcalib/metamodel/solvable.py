@@ -211,22 +211,33 @@ def solvable_phase(net: nn.Sequential, c: Mapping[str, Any], Xs: np.ndarray,
                    y_mean: np.ndarray, y_std: np.ndarray, seed: int, study: str
                    ) -> dict[str, Any] | None:
     """Solvable fine-tuning of the trained ``net`` in place when
-    ``metamodel.solvable.enabled``; returns its record with the plain net's test R²
-    (raw units, per output index) for comparison, or None."""
+    ``metamodel.solvable.enabled`` is true, or ``auto`` and the plain net has more than
+    ``min_unstable`` unstable neurons over the box (a small net the MILP proves in
+    seconds keeps its accuracy: the fine-tuning's small R² loss costs calibration error
+    where the metamodel's error dominates); returns its record with the plain net's test
+    R² (raw units, per output index) for comparison, or None."""
     from simcalib.metamodel.network import DTYPE, r2_scores
     from simcalib.seeds import int_seed
 
     sc = settings(c.get("solvable"))
-    if not sc["enabled"]:
+    if sc["enabled"] is False:
         return None
 
     def t(a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(a, dtype=DTYPE)
 
-    with torch.no_grad():
-        plain_r2 = r2_scores(Y[te], net(t(Xs[te])).numpy() * y_std + y_mean)
     # the box the MILP searches, in standardised units: the range of all rows
     box_lo, box_hi = Xs.min(axis=0), Xs.max(axis=0)
+    if sc["enabled"] == "auto":
+        unstable0 = count_unstable(net, t(box_lo), t(box_hi))
+        if unstable0 <= int(sc["min_unstable"]):
+            log.info("solvable training skipped (enabled: auto): the plain net has %d "
+                     "unstable neurons <= min_unstable %d; the MILP solves it as it is",
+                     unstable0, int(sc["min_unstable"]))
+            return None
+
+    with torch.no_grad():
+        plain_r2 = r2_scores(Y[te], net(t(Xs[te])).numpy() * y_std + y_mean)
     gen = torch.Generator().manual_seed(int_seed(seed, "metamodel", study, "solvable"))
     new, rec = make_solvable(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]), box_lo, box_hi,
                              sc, c["loss"], int(c["batch_size"]), gen)
