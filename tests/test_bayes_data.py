@@ -188,6 +188,13 @@ def test_positive_setting_models_the_log_scale(user_dir):
     sol = s.model.solve(th, obs.t)
     np.testing.assert_allclose(f, np.log(sol.z[:, 0]))
     np.testing.assert_allclose(jac, sol.s[:, 0, :] / sol.z[:, :1])
+    # the vectorized engine's batched forward works on the same (log) scale
+    from simcalib.bayes.batched import BatchedForward
+
+    fb, jb, okb = BatchedForward(pb)(np.stack([th, th]), True)
+    assert okb.all()
+    np.testing.assert_allclose(fb, np.stack([f, f]), rtol=1e-10)
+    np.testing.assert_allclose(jb, np.stack([jac, jac]), rtol=1e-10)
     bad = ObsData(obs.t, np.where(np.arange(20)[:, None] == 3, -1.0, obs.y), obs.outputs)
     with pytest.raises(DataError, match=r"1 observation\(s\) <= 0"):
         Likelihood(s, bad, "koh")

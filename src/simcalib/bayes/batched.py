@@ -219,9 +219,20 @@ class BatchedForward:
 
     def __call__(self, theta: np.ndarray, sens: bool) -> tuple[np.ndarray, np.ndarray | None,
                                                                 np.ndarray]:
+        """``(f, J, ok)`` on the modelled scale, as :meth:`Likelihood.forward`: for a
+        ``positive`` setting ``log z`` and ``S / z`` (a lane with a non-positive output
+        is not ok), otherwise the states themselves."""
         if self.linear is not None:
-            return self._linear(theta, sens)
-        return self._per_lane(theta, sens)
+            f, jac, ok = self._linear(theta, sens)
+        else:
+            f, jac, ok = self._per_lane(theta, sens)
+        if not self.pb.positive:
+            return f, jac, ok
+        ok = ok & np.all(f > 0, axis=1)
+        safe = np.where(ok[:, None], f, 1.0)
+        if jac is not None:
+            jac = jac / safe[:, :, None]
+        return np.log(safe), jac, ok
 
     # per-lane (LSODA or anything the tracer does not cover)
     def _per_lane(self, theta: np.ndarray, sens: bool
