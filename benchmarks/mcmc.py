@@ -7,6 +7,10 @@ both sampler engines side by side (``vectorized`` = the lock-step engine, defaul
                                          # two-mass MOS speed target (minutes)
     python benchmarks/mcmc.py --engines vectorized   # one engine only
 
+The old path is the sequential engine with LSODA for the nonlinear models (what
+landed before issue 16; ``--old-solver auto`` gives it the compiled solver too); the
+new path is the vectorized engine with the model's default solver (compiled
+Dormand-Prince for nonlinear models, exact ``expm`` for linear ones).
 Both engines see the same data set and the same least-squares start; ESS at 2,000
 iterations (``--quick``) is small and noisy (chains still adapting for half of them),
 so the ratios there are indicative; ``--iterations 10000`` gives the stable ones.
@@ -47,14 +51,14 @@ from simcalib.bayes.synthetic import simulate  # noqa: E402
 from simcalib.io import write_csv  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
 
-COLUMNS = ["setting", "method", "engine", "iterations", "seconds", "ess_bulk_min", "rhat_max",
-           "ess_per_s", "ms_per_iteration", "cpu_seconds", "ess_per_cpu_s", "acceptance",
-           "ode_failures", "chains", "load"]
+COLUMNS = ["setting", "method", "engine", "solver", "iterations", "seconds", "ess_bulk_min",
+           "rhat_max", "ess_per_s", "ms_per_iteration", "cpu_seconds", "ess_per_cpu_s",
+           "acceptance", "ode_failures", "chains", "load"]
 
 
 def bench(name: str, method: str, iterations: int, chains: int, seed: int,
-          engine: str = "vectorized") -> dict:
-    setting = make_setting(name)
+          engine: str = "vectorized", solver: str | None = None) -> dict:
+    setting = make_setting(name, {"solver": solver} if solver else None)
     sim = simulate(setting, rng(seed, "bayes", name, "data", 0))
     pb = Likelihood(setting, sim.obs, method)
     cfg = SamplerConfig(iterations=iterations, burn_in=iterations // 2, chains=chains,
@@ -64,7 +68,8 @@ def bench(name: str, method: str, iterations: int, chains: int, seed: int,
     secs = [c.seconds for c in res.chains]
     cpu = [c.cpu_seconds for c in res.chains]
     ess = float(summ["ess_bulk"].min())
-    return {"setting": name, "method": method, "engine": engine, "iterations": iterations,
+    return {"setting": name, "method": method, "engine": engine,
+            "solver": setting.model.solver, "iterations": iterations,
             "seconds": sum(secs) / len(secs), "ess_bulk_min": ess,
             "rhat_max": float(summ["r_hat"].max()), "ess_per_s": ess / sum(secs),
             "ms_per_iteration": 1000 * sum(secs) / (len(secs) * iterations),
@@ -81,7 +86,7 @@ def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["ms_per_iteration", "cpu_seconds", "ess_bulk_min", "rhat_max", "ess_per_cpu_s"]
     seq = df[df.engine == "sequential"].set_index(keys)[cols]
     vec = df[df.engine == "vectorized"].set_index(keys)[cols]
-    out = seq.join(vec, lsuffix="_seq", rsuffix="_vec", how="inner")
+    out = seq.merge(vec, left_index=True, right_index=True, suffixes=("_seq", "_vec"))
     out["cpu_speedup"] = out["cpu_seconds_seq"] / out["cpu_seconds_vec"]
     out["ess_per_cpu_s_ratio"] = out["ess_per_cpu_s_vec"] / out["ess_per_cpu_s_seq"]
     return out.reset_index()
@@ -96,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="+", default=["koh", "mos"])
     ap.add_argument("--engines", nargs="+", default=["sequential", "vectorized"],
                     choices=["sequential", "vectorized"])
+    ap.add_argument("--old-solver", default="lsoda", choices=["lsoda", "auto"],
+                    help="ODE solver of the sequential (old) path's nonlinear models: lsoda, "
+                         "as before the compiled solver (default), or the model's own")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--output", default=str(ROOT / "results" / "benchmarks" / "mcmc.csv"))
     args = ap.parse_args(argv)
@@ -108,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     t0 = time.perf_counter()
     for (s, m, n), e in ((j, e) for j in jobs for e in args.engines):
-        row = bench(s, m, n, args.chains, args.seed, e)
+        old = e == "sequential" and args.old_solver == "lsoda" and make_setting(
+            s).model.solver != "expm"
+        row = bench(s, m, n, args.chains, args.seed, e, "lsoda" if old else None)
         rows.append(row)
-        print(f"{s:16s} {m:4s} {e[:4]} {n:6d} it  {row['seconds']:7.2f} s/chain "
+        print(f"{s:16s} {m:4s} {e[:4]} {row['solver']:6s} {n:6d} it  {row['seconds']:7.2f} s/chain "
               f"({row['cpu_seconds']:6.2f} CPU s)  "
               f"{row['ms_per_iteration']:6.2f} ms/it  ESS_min {row['ess_bulk_min']:7.1f}  "
               f"ESS/s {row['ess_per_s']:7.2f}  R-hat {row['rhat_max']:.3f}  "

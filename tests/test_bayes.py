@@ -53,7 +53,7 @@ def test_sensitivities_match_finite_differences(settings, name):
 def test_spring_models_use_the_exact_linear_solver(settings):
     assert settings["two_mass"].model.solver == "expm"
     assert settings["four_mass"].model.solver == "expm"
-    assert settings["fitzhugh_nagumo"].model.solver == "lsoda"
+    assert settings["fitzhugh_nagumo"].model.solver == "dopri5"   # compiled (numba)
     # forcing F0 cos(omega t) is carried exactly by the two oscillator states
     s = settings["four_mass"]
     sol = s.model.solve(s.lower, np.linspace(0, 2, 9), sensitivities=False)

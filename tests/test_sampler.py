@@ -48,16 +48,23 @@ def test_batched_linear_forward_matches_model_solve(name):
         np.testing.assert_allclose(f_only[c], want_f, rtol=1e-9, atol=1e-10)
 
 
-def test_per_lane_forward_for_nonlinear_models():
+def test_compiled_forward_for_nonlinear_models():
+    """Nonlinear models: all lanes in one compiled Dormand-Prince call, each lane equal
+    to the model's own solve and, within the tolerances, to LSODA."""
     pb, _ = _problem("fitzhugh_nagumo", "mos")
     fwd = BatchedForward(pb)
-    assert fwd.mode == "per-lane"
-    theta = 0.5 * (pb.lower + pb.upper)[None].repeat(2, axis=0)
+    assert fwd.mode == "compiled-dopri5"
+    theta = np.stack([0.5 * (pb.lower + pb.upper), 0.3 * pb.lower + 0.7 * pb.upper])
     f, jac, ok = fwd(theta, True)
-    want_f, want_j = pb.forward(theta[0])
     assert ok.all()
-    np.testing.assert_allclose(f[1], want_f)
-    np.testing.assert_allclose(jac[1], want_j)
+    for c in range(2):
+        want_f, want_j = pb.forward(theta[c])
+        np.testing.assert_allclose(f[c], want_f, rtol=1e-12)
+        np.testing.assert_allclose(jac[c], want_j, rtol=1e-12)
+        ref = pb.setting.model._solve_lsoda(theta[c], pb.t, True)
+        np.testing.assert_allclose(f[c], ref.z[pb.ti, pb.si], atol=1e-5)
+        np.testing.assert_allclose(jac[c], ref.s[pb.ti, pb.si, :],
+                                   atol=1e-5 * np.abs(ref.s).max())
 
 
 def test_mos_batch_matches_kernels_and_is_orthogonal():

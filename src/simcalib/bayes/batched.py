@@ -14,8 +14,9 @@ one step:
   needs sensitivities in the sampler, so its lanes solve the plain ``N x N`` system.
   ``A(theta)`` is traced from the model's right-hand side with sympy (exact, as in
   :mod:`simcalib.bayes.ode`) and evaluated for every lane at once;
-* **other models** (LSODA): one solve per lane (scipy's ``odeint`` cannot be batched
-  without losing per-lane step control), without sensitivities for KOH.
+* **other models**: all lanes in one call of the model's compiled Dormand-Prince
+  solver (:mod:`simcalib.bayes.jit`, every lane with its own step control), or one
+  LSODA solve per lane without numba; without sensitivities for KOH.
 
 A self-check at construction compares the batched linear solve with the model's own
 ``solve``; on any mismatch the per-lane path is used (and logged), so a model the
@@ -202,7 +203,9 @@ class BatchedForward:
 
     @property
     def mode(self) -> str:
-        return "batched-expm" if self.linear is not None else "per-lane"
+        if self.linear is not None:
+            return "batched-expm"
+        return "compiled-dopri5" if self.model.solver == "dopri5" else "per-lane"
 
     def _self_check(self) -> bool:
         pb = self.pb
@@ -234,22 +237,13 @@ class BatchedForward:
             jac = jac / safe[:, :, None]
         return np.log(safe), jac, ok
 
-    # per-lane (LSODA or anything the tracer does not cover)
+    # per-lane (compiled Dormand-Prince, LSODA, or anything the tracer does not cover)
     def _per_lane(self, theta: np.ndarray, sens: bool
                   ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         pb = self.pb
-        n_lane = theta.shape[0]
-        f = np.zeros((n_lane, pb.m))
-        jac = np.zeros((n_lane, pb.m, self.p)) if sens else None
-        ok = np.zeros(n_lane, dtype=bool)
-        for c in range(n_lane):
-            sol = self.model.solve(theta[c], pb.t, sensitivities=sens)
-            if sol is None:
-                continue
-            f[c] = sol.z[pb.ti, pb.si]
-            if jac is not None:
-                jac[c] = sol.s[pb.ti, pb.si, :]
-            ok[c] = True
+        z, s, ok = self.model.solve_lanes(theta, pb.t, sensitivities=sens)
+        f = z[:, pb.ti, pb.si]
+        jac = s[:, pb.ti, pb.si, :] if s is not None else None
         return f, jac, ok
 
     # batched matrix exponentials

@@ -207,8 +207,8 @@ BUILTIN: dict[str, Callable[[], Setting]] = {
 }
 
 OPTION_KEYS = ("model", "bounds", "noise_variance", "gamma_prior", "ell_prior",
-               "sigma2_prior", "n_obs", "t_end", "rtol", "atol", "observed", "data",
-               "positive", "z0", "t0", "sampler")
+               "sigma2_prior", "n_obs", "t_end", "rtol", "atol", "solver", "observed",
+               "data", "positive", "z0", "t0", "sampler")
 
 
 def _pair(value: Any, key: str, positive_second: bool = True) -> tuple[float, float]:
@@ -220,6 +220,20 @@ def _pair(value: Any, key: str, positive_second: bool = True) -> tuple[float, fl
     if positive_second and b <= 0:
         raise ConfigError(key, f"second value must be > 0, got {value!r}")
     return a, b
+
+
+def set_solver(model: ODEModel, solver: str, key: str) -> None:
+    """Switch a built model's ODE solver (``dopri5`` for non-stiff nonlinear models,
+    the default with numba; ``lsoda`` for stiff ones; ``expm`` for linear ones)."""
+    from simcalib.bayes.jit import HAVE_NUMBA
+
+    allowed = ["lsoda"] + (["expm"] if model._linear is not None else [])
+    if HAVE_NUMBA and model._symbolic is not None:
+        allowed.append("dopri5")
+    if solver not in allowed:
+        raise ConfigError(key, f"solver {solver!r} is not available for this model; "
+                          f"choose one of {allowed}")
+    model.solver = solver
 
 
 def make_setting(name: str, options: Mapping[str, Any] | None = None,
@@ -275,6 +289,8 @@ def make_setting(name: str, options: Mapping[str, Any] | None = None,
         setting.model.rtol = float(opts["rtol"])
     if "atol" in opts:
         setting.model.atol = float(opts["atol"])
+    if "solver" in opts:
+        set_solver(setting.model, str(opts["solver"]), f"{where}.solver")
     if "t0" in opts:
         setting.model.t0 = float(opts["t0"])
     if "z0" in opts:

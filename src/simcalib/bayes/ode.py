@@ -80,7 +80,9 @@ class ODEModel:
     state_names, param_names: names of the N states and p parameters.
     z0: initial state at ``t0``: numbers, or strings that are expressions of the
         parameter names (e.g. ``"S0"``, ``"N - I0"``).
-    solver: ``"auto"`` (expm if linear homogeneous, else lsoda), ``"expm"``, ``"lsoda"``.
+    solver: ``"auto"`` (expm if linear homogeneous, else dopri5 when the right-hand
+        side was traced symbolically and numba is installed, else lsoda), ``"expm"``,
+        ``"dopri5"`` (compiled, :mod:`simcalib.bayes.jit`), ``"lsoda"``.
     differentiation: ``"auto"`` (sympy, falling back to torch), ``"sympy"``, ``"torch"``.
     """
 
@@ -100,6 +102,8 @@ class ODEModel:
         self.rtol, self.atol, self.mxstep = rtol, atol, mxstep
         self.differentiation = "torch"
         self._linear: tuple[Callable, Callable] | None = None
+        self._symbolic: tuple[Any, ...] | None = None   # (t, z, S, th, g, aug) for jit
+        self._compiled: dict[bool, Any] = {}
         if differentiation in ("auto", "sympy"):
             try:
                 self._build_sympy()
@@ -114,12 +118,19 @@ class ODEModel:
         if self.differentiation == "torch":
             self._build_torch()
             self._check_length_numerically()
+        from simcalib.bayes.jit import HAVE_NUMBA
+
         if solver == "auto":
-            solver = "expm" if self._linear is not None else "lsoda"
+            if self._linear is not None:
+                solver = "expm"
+            else:
+                solver = "dopri5" if HAVE_NUMBA and self._symbolic is not None else "lsoda"
         if solver == "expm" and self._linear is None:
             raise ValueError("solver 'expm' needs a right-hand side linear and homogeneous in z")
-        if solver not in ("expm", "lsoda"):
-            raise ValueError(f"unknown solver {solver!r}; use auto, expm or lsoda")
+        if solver == "dopri5" and not (HAVE_NUMBA and self._symbolic is not None):
+            raise ValueError("solver 'dopri5' needs numba and a right-hand side sympy can trace")
+        if solver not in ("expm", "dopri5", "lsoda"):
+            raise ValueError(f"unknown solver {solver!r}; use auto, expm, dopri5 or lsoda")
         self.solver = solver
 
     # ---------------------------------------------------------------- initial state
@@ -197,6 +208,7 @@ class ODEModel:
         ds = gz * s + gth
         aug = list(g) + list(ds)  # S flattened row-major: s[i, k] at n + i * p + k
         xs = z + list(s)
+        self._symbolic = (t, z, list(s), th, list(g), aug)
         self._aug = sp.lambdify((t, xs, th), aug, modules="math", cse=True)
         self._g = sp.lambdify((t, z, th), list(g), modules="math", cse=True)
         self._jac_z = sp.lambdify((t, z, th), gz, modules="numpy", cse=True)
@@ -271,6 +283,58 @@ class ODEModel:
         return (np.asarray(self._jac_z(t, list(z), list(theta)), dtype=np.float64),
                 np.asarray(self._jac_th(t, list(z), list(theta)), dtype=np.float64))
 
+    def compiled(self, sensitivities: bool) -> Any:
+        """The compiled Dormand-Prince solver of the state (and sensitivity) system,
+        built on first use (:mod:`simcalib.bayes.jit`)."""
+        if sensitivities not in self._compiled:
+            from simcalib.bayes.jit import CompiledSolver, compile_rhs
+
+            assert self._symbolic is not None
+            t, z, s, th, g, aug = self._symbolic
+            xs, exprs = (z + s, aug) if sensitivities else (z, g)
+            self._compiled[sensitivities] = CompiledSolver(
+                compile_rhs(t, xs, th, exprs), len(xs))
+        return self._compiled[sensitivities]
+
+    def solve_lanes(self, theta: np.ndarray, t: np.ndarray, sensitivities: bool = True
+                    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """States ``z[lane, time, state]``, sensitivities ``s[lane, time, state, param]``
+        and ``ok[lane]`` for a stack of parameter vectors (``theta`` is (L, p)).
+
+        With the ``dopri5`` solver all lanes are solved in one compiled call; a lane
+        it cannot finish (stiff, non-finite) is solved again with LSODA.  Other solvers
+        solve lane by lane with :meth:`solve`."""
+        theta = np.asarray(theta, dtype=np.float64)
+        t = np.asarray(t, dtype=np.float64)
+        n_lane, n, p = theta.shape[0], self.n_state, self.n_param
+        z = np.zeros((n_lane, len(t), n))
+        s = np.zeros((n_lane, len(t), n, p)) if sensitivities else None
+        ok = np.zeros(n_lane, dtype=bool)
+        if self.solver == "dopri5" and n_lane and (len(t) == 0 or t[0] >= self.t0):
+            x0 = np.empty((n_lane, n + n * p if sensitivities else n))
+            for c in range(n_lane):
+                z0, s0 = self.initial_state(theta[c])
+                x0[c, :n] = z0
+                if sensitivities:
+                    x0[c, n:] = s0.reshape(-1)
+            with np.errstate(all="ignore"):
+                out, ok = self.compiled(sensitivities)(theta, x0, self.t0, t, self.rtol,
+                                                       self.atol, self.mxstep)
+            z[ok] = out[ok, :, :n]
+            if s is not None:
+                s[ok] = out[ok, :, n:].reshape(int(ok.sum()), len(t), n, p)
+            retry = np.nonzero(~ok)[0]
+        else:
+            retry = np.arange(n_lane)
+        for c in retry:
+            sol = self._solve_one(theta[c], t, sensitivities)
+            if sol is not None:
+                z[c] = sol.z
+                if s is not None and sol.s is not None:
+                    s[c] = sol.s
+                ok[c] = True
+        return z, s, ok
+
     def solve(self, theta: Sequence[float], t: np.ndarray, sensitivities: bool = True
               ) -> Solution | None:
         """States (and sensitivities) at the increasing times ``t`` (all >= t0).
@@ -279,6 +343,14 @@ class ODEModel:
         """
         th = np.asarray(theta, dtype=np.float64)
         t = np.asarray(t, dtype=np.float64)
+        if self.solver == "dopri5":
+            z, s, ok = self.solve_lanes(th[None], t, sensitivities)
+            return Solution(t, z[0], None if s is None else s[0]) if ok[0] else None
+        return self._solve_one(th, t, sensitivities)
+
+    def _solve_one(self, th: np.ndarray, t: np.ndarray, sensitivities: bool
+                   ) -> Solution | None:
+        """One solve by matrix exponential (expm) or LSODA (every other solver)."""
         try:
             with np.errstate(all="ignore"):
                 if self.solver == "expm":
