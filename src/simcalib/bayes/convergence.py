@@ -59,6 +59,14 @@ class UntilConverged:
         return uc
 
 
+def stable(x: float, digits: int = 8) -> float:
+    """``x`` rounded to ``digits`` significant digits.  ArviZ's R-hat and ESS go through
+    FFTs and SIMD reductions whose last bits depend on memory alignment, so the same
+    draws gave ESS 2.935508509539191 in one run and ...192 in the next: rounded, the
+    same posterior always writes the same bytes."""
+    return float(f"{x:.{digits}g}") if np.isfinite(x) else float(x)
+
+
 def diagnose(draws: Mapping[str, np.ndarray]) -> tuple[float, float]:
     """``(max R-hat, min bulk ESS)`` over every scalar of ``draws`` (each array
     (chains, draws) or (chains, draws, k)).  R-hat is NaN with one chain."""
@@ -72,7 +80,7 @@ def diagnose(draws: Mapping[str, np.ndarray]) -> tuple[float, float]:
     r = max(float(np.nanmax(rhat[k].values)) if np.any(np.isfinite(rhat[k].values))
             else float("nan") for k in draws)
     e = min(float(np.nanmin(ess[k].values)) for k in draws)
-    return r, e
+    return stable(r), stable(e)
 
 
 def is_converged(r_hat: float, ess: float, r_max: float = R_HAT_MAX,

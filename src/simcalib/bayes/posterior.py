@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX
+from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX, stable
 from simcalib.bayes.likelihood import Likelihood
 from simcalib.bayes.models import DISCREPANCY, HYPER
 from simcalib.bayes.sampler import RunResult
@@ -203,10 +203,10 @@ def summarize(idata: Any, params: list[str], convergence: Convergence | None = N
     for n in names:
         x = np.asarray(post[n].values, dtype=np.float64).ravel()
         q = np.quantile(x, [0.025, 0.5, 0.975])
-        r_hat, ess = float(diag.loc[n, "r_hat"]), float(diag.loc[n, "ess_bulk"])
+        r_hat, ess = stable(diag.loc[n, "r_hat"]), stable(diag.loc[n, "ess_bulk"])
         rows.append({"parameter": n, "mean": x.mean(), "sd": x.std(ddof=1), "lower95": q[0],
                      "upper95": q[2], "median": q[1], "r_hat": r_hat, "ess_bulk": ess,
-                     "ess_tail": float(diag.loc[n, "ess_tail"]),
+                     "ess_tail": stable(diag.loc[n, "ess_tail"]),
                      "converged": bool(np.isfinite(r_hat) and r_hat <= conv.r_hat
                                        and ess >= conv.ess_bulk)})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
