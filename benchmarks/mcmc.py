@@ -51,25 +51,26 @@ from simcalib.bayes.synthetic import simulate  # noqa: E402
 from simcalib.io import write_csv  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
 
-COLUMNS = ["setting", "method", "engine", "solver", "iterations", "seconds", "ess_bulk_min",
+COLUMNS = ["setting", "method", "engine", "solver", "rep", "iterations", "seconds", "ess_bulk_min",
            "rhat_max", "ess_per_s", "ms_per_iteration", "cpu_seconds", "ess_per_cpu_s",
            "acceptance", "ode_failures", "chains", "load"]
 
 
 def bench(name: str, method: str, iterations: int, chains: int, seed: int,
-          engine: str = "vectorized", solver: str | None = None) -> dict:
+          engine: str = "vectorized", solver: str | None = None, rep: int = 0) -> dict:
     setting = make_setting(name, {"solver": solver} if solver else None)
-    sim = simulate(setting, rng(seed, "bayes", name, "data", 0))
+    sim = simulate(setting, rng(seed, "bayes", name, "data", rep))
     pb = Likelihood(setting, sim.obs, method)
     cfg = SamplerConfig(iterations=iterations, burn_in=iterations // 2, chains=chains,
                         log_every=0, progress=False, engine=engine)
-    res = run(pb, cfg, seed, ("bayes", name, method, 0), init_keys=("bayes", name, "init", 0))
+    res = run(pb, cfg, seed, ("bayes", name, method, rep),
+              init_keys=("bayes", name, "init", rep))
     summ = summarize(build_idata(pb, res, {"setting": name, "method": method}), setting.params)
     secs = [c.seconds for c in res.chains]
     cpu = [c.cpu_seconds for c in res.chains]
     ess = float(summ["ess_bulk"].min())
     return {"setting": name, "method": method, "engine": engine,
-            "solver": setting.model.solver, "iterations": iterations,
+            "solver": setting.model.solver, "rep": rep, "iterations": iterations,
             "seconds": sum(secs) / len(secs), "ess_bulk_min": ess,
             "rhat_max": float(summ["r_hat"].max()), "ess_per_s": ess / sum(secs),
             "ms_per_iteration": 1000 * sum(secs) / (len(secs) * iterations),
@@ -81,11 +82,15 @@ def bench(name: str, method: str, iterations: int, chains: int, seed: int,
 
 def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, method, iterations): CPU ms per iteration and bulk ESS per
-    CPU second of both engines, and their ratios (vectorized / sequential)."""
+    CPU second of both engines (medians over the data sets ``rep``: the ESS of one
+    chain set swings several-fold between data sets and seeds), their ratios
+    (vectorized / sequential) and the number of data sets."""
     keys = ["setting", "method", "iterations"]
     cols = ["ms_per_iteration", "cpu_seconds", "ess_bulk_min", "rhat_max", "ess_per_cpu_s"]
-    seq = df[df.engine == "sequential"].set_index(keys)[cols]
-    vec = df[df.engine == "vectorized"].set_index(keys)[cols]
+    med = df.groupby(["engine", *keys])[cols].median()
+    med["data_sets"] = df.groupby(["engine", *keys])["rep"].nunique()
+    seq = med.loc["sequential"]
+    vec = med.loc["vectorized"]
     out = seq.merge(vec, left_index=True, right_index=True, suffixes=("_seq", "_vec"))
     out["cpu_speedup"] = out["cpu_seconds_seq"] / out["cpu_seconds_vec"]
     out["ess_per_cpu_s_ratio"] = out["ess_per_cpu_s_vec"] / out["ess_per_cpu_s_seq"]
@@ -97,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2,000 iterations (plus the target)")
     ap.add_argument("--iterations", type=int, help="override the chain length")
     ap.add_argument("--chains", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=1,
+                    help="data sets per row (replications 0..N-1); ratios use medians")
     ap.add_argument("--settings", nargs="+", default=list(BUILTIN))
     ap.add_argument("--methods", nargs="+", default=["koh", "mos"])
     ap.add_argument("--engines", nargs="+", default=["sequential", "vectorized"],
@@ -115,12 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         jobs.insert(0, ("two_mass", "mos", 10000))   # the speed target, always at full length
     rows = []
     t0 = time.perf_counter()
-    for (s, m, n), e in ((j, e) for j in jobs for e in args.engines):
+    runs = ((j, e, r) for j in jobs for r in range(args.reps) for e in args.engines)
+    for (s, m, n), e, r in runs:
         old = e == "sequential" and args.old_solver == "lsoda" and make_setting(
             s).model.solver != "expm"
-        row = bench(s, m, n, args.chains, args.seed, e, "lsoda" if old else None)
+        row = bench(s, m, n, args.chains, args.seed, e, "lsoda" if old else None, r)
         rows.append(row)
-        print(f"{s:16s} {m:4s} {e[:4]} {row['solver']:6s} {n:6d} it  {row['seconds']:7.2f} s/chain "
+        print(f"{s:16s} {m:4s} {e[:4]} {row['solver']:6s} rep {r} {n:6d} it  "
+              f"{row['seconds']:7.2f} s/chain "
               f"({row['cpu_seconds']:6.2f} CPU s)  "
               f"{row['ms_per_iteration']:6.2f} ms/it  ESS_min {row['ess_bulk_min']:7.1f}  "
               f"ESS/s {row['ess_per_s']:7.2f}  R-hat {row['rhat_max']:.3f}  "
@@ -133,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         ratios = ratio_table(df)
         ratio_path = str(Path(args.output).with_name(Path(args.output).stem + "_ratios.csv"))
         write_csv(ratios, ratio_path)
-        print("\nvectorized / sequential (same data, same start, same run):")
+        print("\nvectorized / sequential (same data sets, same starts, same run; medians):")
         print(ratios.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
         print(f"wrote {ratio_path}")
     target = df[(df.setting == "two_mass") & (df.method == "mos") & (df.iterations == 10000)
