@@ -100,3 +100,17 @@ def test_compiled_module_is_cached_on_disk(tmp_path, monkeypatch):
     files = sorted(p.name for p in tmp_path.iterdir())
     assert any(f.startswith("simcalib_ode_") and f.endswith(".py") for f in files)
     assert any((tmp_path / "__pycache__").glob("*.nbi"))   # numba's index of machine code
+
+
+def test_a_model_that_cannot_be_compiled_is_solved_by_lsoda(monkeypatch, caplog):
+    model = _vdp(1.0)
+
+    def broken(*a, **k):
+        raise RuntimeError("numba says no")
+
+    monkeypatch.setattr(jit, "compile_rhs", broken)
+    t = np.linspace(0.0, 1.0, 5)
+    with caplog.at_level("WARNING"):
+        sol = model.solve(np.array([1.0]), t)
+    assert model.solver == "lsoda" and "using LSODA" in caplog.text
+    np.testing.assert_allclose(sol.z, model._solve_lsoda(np.array([1.0]), t, True).z)

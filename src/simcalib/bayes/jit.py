@@ -36,12 +36,11 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-try:  # numba is a dependency, but a broken or missing install must not break sampling
-    import numba  # noqa: F401
-
-    HAVE_NUMBA = True
-except Exception:  # noqa: BLE001 - any import failure means "no compiled path"
-    HAVE_NUMBA = False
+# numba is a dependency, but a missing install must not break sampling; looked up
+# without importing it (0.3 s), which only the first compile pays.  A broken install
+# or a right-hand side numba cannot compile is caught where the solver is built
+# (ODEModel.compiled falls back to LSODA).
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 _MODULES: dict[str, Any] = {}
 

@@ -296,6 +296,18 @@ class ODEModel:
                 compile_rhs(t, xs, th, exprs), len(xs))
         return self._compiled[sensitivities]
 
+    def _compiled_or_none(self, sensitivities: bool) -> Any:
+        """The compiled solver, or None after switching this model to LSODA when it
+        cannot be built (numba broken, or a function in the right-hand side that numba
+        does not support): slower, never wrong."""
+        try:
+            return self.compiled(sensitivities)
+        except Exception as exc:  # noqa: BLE001 - any compile failure: use LSODA
+            log.warning("cannot compile the ODE solver (%s: %s); using LSODA",
+                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+            self.solver = "lsoda"
+            return None
+
     def solve_lanes(self, theta: np.ndarray, t: np.ndarray, sensitivities: bool = True
                     ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """States ``z[lane, time, state]``, sensitivities ``s[lane, time, state, param]``
@@ -310,7 +322,8 @@ class ODEModel:
         z = np.zeros((n_lane, len(t), n))
         s = np.zeros((n_lane, len(t), n, p)) if sensitivities else None
         ok = np.zeros(n_lane, dtype=bool)
-        if self.solver == "dopri5" and n_lane and (len(t) == 0 or t[0] >= self.t0):
+        solver = self._compiled_or_none(sensitivities) if self.solver == "dopri5" else None
+        if solver is not None and n_lane and (len(t) == 0 or t[0] >= self.t0):
             x0 = np.empty((n_lane, n + n * p if sensitivities else n))
             for c in range(n_lane):
                 z0, s0 = self.initial_state(theta[c])
@@ -318,8 +331,7 @@ class ODEModel:
                 if sensitivities:
                     x0[c, n:] = s0.reshape(-1)
             with np.errstate(all="ignore"):
-                out, ok = self.compiled(sensitivities)(theta, x0, self.t0, t, self.rtol,
-                                                       self.atol, self.mxstep)
+                out, ok = solver(theta, x0, self.t0, t, self.rtol, self.atol, self.mxstep)
             z[ok] = out[ok, :, :n]
             if s is not None:
                 s[ok] = out[ok, :, n:].reshape(int(ok.sum()), len(t), n, p)
