@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--burn-in", type=int, help="default: iterations / 2")
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--engine", default="vectorized", choices=["vectorized", "sequential"])
+    ap.add_argument("--theta-scale", default="linear", choices=["linear", "logit"],
+                    help="vectorized engine's theta coordinates (sampler.theta_scale)")
     ap.add_argument("--until-converged", type=int, metavar="MAX_ITERATIONS",
                     help="extend unconverged chain sets up to this many iterations")
     ap.add_argument("--rhat", type=float, default=1.01)
@@ -274,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("simcalib").setLevel(logging.ERROR)
     sampler = {"iterations": args.iterations,
                "burn_in": args.burn_in if args.burn_in is not None else args.iterations // 2,
-               "chains": args.chains, "engine": args.engine, "adapt_every": 200}
+               "chains": args.chains, "engine": args.engine, "adapt_every": 200,
+               "theta_scale": args.theta_scale}
     if args.until_converged:
         sampler["until_converged"] = {"max_iterations": args.until_converged,
                                       "r_hat": args.rhat, "ess_bulk": args.ess}
@@ -331,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
             regen = (f"python benchmarks/bayes_paper.py --settings {s} --protocols "
                      f"{' '.join(args.protocols)} --reps {n_reps} --iterations "
                      f"{args.iterations} --burn-in {sampler['burn_in']} --chains "
-                     f"{args.chains} --engine {args.engine} --seed {args.seed}"
+                     f"{args.chains} --engine {args.engine} --theta-scale {args.theta_scale} "
+                     f"--seed {args.seed}"
                      + (f" --until-converged {args.until_converged}"
                         if args.until_converged else "")
                      + (" --no-output" if args.no_output else "") + " --jobs 2")

@@ -67,9 +67,12 @@ class SamplerConfig:
     ls_starts: int = 8
     log_every: int = 1000
     progress: bool = True
-    # "vectorized": all chains in lock-step, batched solves, logit-scale theta, pooled
-    # adaptation (simcalib.bayes.lockstep); "sequential": one chain after the other
+    # "vectorized": all chains in lock-step, batched solves, pooled adaptation
+    # (simcalib.bayes.lockstep); "sequential": one chain after the other
     engine: str = "vectorized"
+    # vectorized engine: theta proposed on its own (bounded, "linear") scale or on the
+    # logit scale of its bounds
+    theta_scale: str = "linear"
     protocol: str = "honest"          # or "reference" (start at the truth, +-box hyperpriors)
     reference_box: float = 0.5
     until_converged: dict[str, Any] | None = None  # {max_iterations, block, r_hat, ess_bulk}
@@ -90,6 +93,9 @@ class SamplerConfig:
         if cfg.engine not in ("vectorized", "sequential"):
             raise ConfigError(f"{key}.engine",
                               f"{cfg.engine!r} is not one of ['vectorized', 'sequential']")
+        if cfg.theta_scale not in ("linear", "logit"):
+            raise ConfigError(f"{key}.theta_scale",
+                              f"{cfg.theta_scale!r} is not one of ['linear', 'logit']")
         if cfg.protocol not in ("honest", "reference"):
             raise ConfigError(f"{key}.protocol",
                               f"{cfg.protocol!r} is not one of ['honest', 'reference']")
