@@ -114,3 +114,16 @@ def test_a_model_that_cannot_be_compiled_is_solved_by_lsoda(monkeypatch, caplog)
         sol = model.solve(np.array([1.0]), t)
     assert model.solver == "lsoda" and "using LSODA" in caplog.text
     np.testing.assert_allclose(sol.z, model._solve_lsoda(np.array([1.0]), t, True).z)
+
+
+def test_division_by_zero_fails_the_lane_not_the_run():
+    """numba's default (Python) error model raises ZeroDivisionError; the compiled code
+    uses numpy's (inf/nan), so the lane fails and LSODA decides, as for any solve."""
+    def rhs(t, z, th, m):
+        return [-z[0] / th[0]]
+
+    model = ODEModel(rhs, ["z"], ["tau"], [1.0])
+    t = np.linspace(0.0, 1.0, 4)
+    z, _, ok = model.solve_lanes(np.array([[2.0], [0.0]]), t, True)
+    assert ok.tolist() == [True, False]
+    np.testing.assert_allclose(z[0, :, 0], np.exp(-t / 2.0), rtol=1e-6)

@@ -46,7 +46,7 @@ _MODULES: dict[str, Any] = {}
 
 # Dormand-Prince 5(4) tableau (Hairer, Norsett & Wanner; scipy's RK45)
 _INTEGRATOR = '''
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _integrate(theta, x0, t0, tout, rtol, atol, mxstep, out, status, nsteps):
     """Every lane from x0[l] at t0 to the times tout (increasing, >= t0)."""
     n_lane, dim = x0.shape
@@ -170,7 +170,7 @@ def _rhs_source(t: Any, xs: list[Any], th: list[Any], exprs: list[Any]) -> str:
     exprs = [sp.sympify(e).xreplace(names) for e in exprs]
     subs, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("c_"))
     pr = PythonCodePrinter({"fully_qualified_modules": True})
-    lines = ["@njit(cache=True)", "def rhs(t_, x, th, out):"]
+    lines = ['@njit(cache=True, error_model="numpy")', "def rhs(t_, x, th, out):"]
     lines += [f"    x_{i} = x[{i}]" for i in range(len(xs))]
     lines += [f"    p_{k} = th[{k}]" for k in range(len(th))]
     lines += [f"    {lhs} = {pr.doprint(rhs)}" for lhs, rhs in subs]

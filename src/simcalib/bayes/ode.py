@@ -292,8 +292,12 @@ class ODEModel:
             assert self._symbolic is not None
             t, z, s, th, g, aug = self._symbolic
             xs, exprs = (z + s, aug) if sensitivities else (z, g)
-            self._compiled[sensitivities] = CompiledSolver(
-                compile_rhs(t, xs, th, exprs), len(xs))
+            solver = CompiledSolver(compile_rhs(t, xs, th, exprs), len(xs))
+            # numba compiles on the first call: make it here, on a zero-length solve
+            # (one right-hand-side evaluation), so that a typing error surfaces now
+            solver(np.ones((1, self.n_param)), np.ones((1, len(xs))), self.t0,
+                   np.array([self.t0]), self.rtol, self.atol, self.mxstep)
+            self._compiled[sensitivities] = solver
         return self._compiled[sensitivities]
 
     def _compiled_or_none(self, sensitivities: bool) -> Any:
@@ -330,8 +334,13 @@ class ODEModel:
                 x0[c, :n] = z0
                 if sensitivities:
                     x0[c, n:] = s0.reshape(-1)
-            with np.errstate(all="ignore"):
-                out, ok = solver(theta, x0, self.t0, t, self.rtol, self.atol, self.mxstep)
+            try:
+                with np.errstate(all="ignore"):
+                    out, ok = solver(theta, x0, self.t0, t, self.rtol, self.atol,
+                                     self.mxstep)
+            except (ArithmeticError, ValueError) as exc:  # every lane to LSODA below
+                log.debug("compiled solve failed (%s); LSODA per lane", exc)
+                out, ok = np.zeros((n_lane, len(t), x0.shape[1])), np.zeros(n_lane, bool)
             z[ok] = out[ok, :, :n]
             if s is not None:
                 s[ok] = out[ok, :, n:].reshape(int(ok.sum()), len(t), n, p)
