@@ -226,16 +226,8 @@ class BatchedForward:
         ``positive`` setting ``log z`` and ``S / z`` (a lane with a non-positive output
         is not ok), otherwise the states themselves."""
         if self.linear is not None:
-            f, jac, ok = self._linear(theta, sens)
-        else:
-            f, jac, ok = self._per_lane(theta, sens)
-        if not self.pb.positive:
-            return f, jac, ok
-        ok = ok & np.all(f > 0, axis=1)
-        safe = np.where(ok[:, None], f, 1.0)
-        if jac is not None:
-            jac = jac / safe[:, :, None]
-        return np.log(safe), jac, ok
+            return self.pb.modelled(*self._linear(theta, sens))
+        return self.pb.modelled(*self._per_lane(theta, sens))
 
     # per-lane (compiled Dormand-Prince, LSODA, or anything the tracer does not cover)
     def _per_lane(self, theta: np.ndarray, sens: bool

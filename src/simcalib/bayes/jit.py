@@ -47,7 +47,7 @@ _MODULES: dict[str, Any] = {}
 # Dormand-Prince 5(4) tableau (Hairer, Norsett & Wanner; scipy's RK45)
 _INTEGRATOR = '''
 @njit(cache=True, error_model="numpy")
-def _integrate(theta, x0, t0, tout, rtol, atol, mxstep, out, status, nsteps):
+def _integrate(theta, x0, t0, tout, rtol, atol, mxstep, out, status):
     """Every lane from x0[l] at t0 to the times tout (increasing, >= t0)."""
     n_lane, dim = x0.shape
     n_out = tout.shape[0]
@@ -147,7 +147,6 @@ def _integrate(theta, x0, t0, tout, rtol, atol, mxstep, out, status, nsteps):
                 break
             for i in range(dim):
                 out[lane, j, i] = x[i]
-        nsteps[lane] = steps
         if bad:
             status[lane] = 1
         else:
@@ -226,7 +225,6 @@ class CompiledSolver:
         n_lane = theta.shape[0]
         out = np.empty((n_lane, len(tout), self.dim))
         status = np.zeros(n_lane, dtype=np.int64)
-        steps = np.zeros(n_lane, dtype=np.int64)
         self.integrate(theta, x0, float(t0), np.ascontiguousarray(tout, dtype=np.float64),
-                       float(rtol), float(atol), int(mxstep), out, status, steps)
+                       float(rtol), float(atol), int(mxstep), out, status)
         return out, status == 0

@@ -88,12 +88,23 @@ class Likelihood:
         sol = self.setting.model.solve(theta, self.t)
         if sol is None:
             return None
-        f, jac = sol.z[self.ti, self.si], sol.s[self.ti, self.si, :]
-        if self.positive:
-            if np.any(f <= 0):
-                return None
-            return np.log(f), jac / f[:, None]
-        return f, jac
+        f, jac, ok = self.modelled(sol.z[None, self.ti, self.si], sol.s[None, self.ti, self.si, :],
+                                   np.ones(1, dtype=bool))
+        return (f[0], jac[0]) if ok[0] else None
+
+    def modelled(self, f: np.ndarray, jac: np.ndarray | None, ok: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """Observed states ``f`` (lanes, m) and sensitivities ``jac`` (lanes, m, p) on the
+        modelled scale: for a ``positive`` setting ``log z`` and ``S / z`` (a lane with a
+        non-positive output is not ok), otherwise unchanged.  The one place the data's
+        scale meets the model's, for the sequential and the vectorized engine alike."""
+        if not self.positive:
+            return f, jac, ok
+        ok = ok & np.all(f > 0, axis=1)
+        safe = np.where(ok[:, None], f, 1.0)
+        if jac is not None:
+            jac = jac / safe[:, :, None]
+        return np.log(safe), jac, ok
 
     def in_bounds(self, theta: np.ndarray) -> bool:
         return bool(np.all(theta >= self.lower) and np.all(theta <= self.upper))

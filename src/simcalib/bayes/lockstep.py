@@ -65,7 +65,7 @@ class LockstepSampler:
         self.d = pb.p + 2
         self.span = pb.upper - pb.lower
         self.mos = pb.method == "mos"
-        self.logit = getattr(cfg, "theta_scale", "linear") == "logit"
+        self.logit = cfg.theta_scale == "logit"
         self.fwd = BatchedForward(pb)
         self.a0, self.b0 = pb.setting.sigma2_prior
 
@@ -197,8 +197,9 @@ class LockstepSampler:
         cfg, d, p = self.cfg, self.d, self.p
         f, jac, ok = self.fwd(st["theta"], True)
         covs = []
+        dtheta_all = self.dtheta_du(st["x"][:, :p])
         for c in range(st["theta"].shape[0]):
-            dtheta = self.dtheta_du(st["x"][c: c + 1, :p])[0]
+            dtheta = dtheta_all[c]
             # width of the u-step that moves theta by 10% of its range
             width = 0.1 * self.span / np.maximum(dtheta, 1e-6 * self.span)
             prec = np.diag(1.0 / width**2)

@@ -225,11 +225,7 @@ def _pair(value: Any, key: str, positive_second: bool = True) -> tuple[float, fl
 def set_solver(model: ODEModel, solver: str, key: str) -> None:
     """Switch a built model's ODE solver (``dopri5`` for non-stiff nonlinear models,
     the default with numba; ``lsoda`` for stiff ones; ``expm`` for linear ones)."""
-    from simcalib.bayes.jit import HAVE_NUMBA
-
-    allowed = ["lsoda"] + (["expm"] if model._linear is not None else [])
-    if HAVE_NUMBA and model._symbolic is not None:
-        allowed.append("dopri5")
+    allowed = model.available_solvers()
     if solver not in allowed:
         raise ConfigError(key, f"solver {solver!r} is not available for this model; "
                           f"choose one of {allowed}")

@@ -118,20 +118,27 @@ class ODEModel:
         if self.differentiation == "torch":
             self._build_torch()
             self._check_length_numerically()
-        from simcalib.bayes.jit import HAVE_NUMBA
-
+        available = self.available_solvers()
         if solver == "auto":
-            if self._linear is not None:
-                solver = "expm"
-            else:
-                solver = "dopri5" if HAVE_NUMBA and self._symbolic is not None else "lsoda"
-        if solver == "expm" and self._linear is None:
+            solver = available[0]
+        if solver == "expm" and "expm" not in available:
             raise ValueError("solver 'expm' needs a right-hand side linear and homogeneous in z")
-        if solver == "dopri5" and not (HAVE_NUMBA and self._symbolic is not None):
+        if solver == "dopri5" and "dopri5" not in available:
             raise ValueError("solver 'dopri5' needs numba and a right-hand side sympy can trace")
         if solver not in ("expm", "dopri5", "lsoda"):
             raise ValueError(f"unknown solver {solver!r}; use auto, expm, dopri5 or lsoda")
         self.solver = solver
+
+    def available_solvers(self) -> list[str]:
+        """The solvers this model can use, best first (what ``auto`` picks): ``expm``
+        for a linear homogeneous right-hand side, ``dopri5`` when it was traced
+        symbolically and numba is installed, ``lsoda`` always."""
+        from simcalib.bayes.jit import HAVE_NUMBA
+
+        out = ["expm"] if self._linear is not None else []
+        if HAVE_NUMBA and self._symbolic is not None:
+            out.append("dopri5")
+        return out + ["lsoda"]
 
     # ---------------------------------------------------------------- initial state
     def set_z0(self, z0: Sequence[float | str]) -> None:
@@ -328,12 +335,15 @@ class ODEModel:
         ok = np.zeros(n_lane, dtype=bool)
         solver = self._compiled_or_none(sensitivities) if self.solver == "dopri5" else None
         if solver is not None and n_lane and (len(t) == 0 or t[0] >= self.t0):
-            x0 = np.empty((n_lane, n + n * p if sensitivities else n))
-            for c in range(n_lane):
-                z0, s0 = self.initial_state(theta[c])
-                x0[c, :n] = z0
-                if sensitivities:
-                    x0[c, n:] = s0.reshape(-1)
+            x0 = np.zeros((n_lane, n + n * p if sensitivities else n))
+            if self._z0_fn is None:     # numeric initial state: zero sensitivities
+                x0[:, :n] = self.z0
+            else:
+                for c in range(n_lane):
+                    z0, s0 = self.initial_state(theta[c])
+                    x0[c, :n] = z0
+                    if sensitivities:
+                        x0[c, n:] = s0.reshape(-1)
             try:
                 with np.errstate(all="ignore"):
                     out, ok = solver(theta, x0, self.t0, t, self.rtol, self.atol,
