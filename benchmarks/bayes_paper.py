@@ -37,6 +37,7 @@ seed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -60,66 +61,93 @@ log = logging.getLogger("bayes_paper")
 METHODS = ("koh", "mos")
 
 
-# ----------------------------------------------------------------------------- one run
-def run_one(job: dict[str, Any]) -> dict[str, Any]:
-    """One (setting, protocol, method, rep): sample, summarise, output metrics."""
+# ----------------------------------------------------------------------------- one batch
+def run_batch(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Replications of one (setting, protocol, method): sample them as lanes of one
+    lock-step program (:func:`simcalib.bayes.sampler.run_many`: each run's draws are
+    those it would get alone), then summarise each and compute its output metrics.
+    ``cpu_total`` of a run is the batch's process CPU divided by its size."""
     from simcalib.bayes._threads import limit_blas_threads
     from simcalib.bayes.convergence import is_converged
     from simcalib.bayes.metrics import output_metrics_one
     from simcalib.bayes.models import make_setting
     from simcalib.bayes.posterior import build_idata
     from simcalib.bayes.predict import predictive
-    from simcalib.bayes.sampler import Likelihood, SamplerConfig, run
+    from simcalib.bayes.sampler import Likelihood, SamplerConfig, run_many
     from simcalib.bayes.synthetic import simulate
     from simcalib.seeds import rng
 
     limit_blas_threads(1)
-    s, proto, method, rep, seed = (job["setting"], job["protocol"], job["method"], job["rep"],
-                                   job["seed"])
+    job0 = jobs[0]
+    s, proto, method, seed = job0["setting"], job0["protocol"], job0["method"], job0["seed"]
     c0 = time.process_time()
     setting = make_setting(s)
-    sim = simulate(setting, rng(seed, "bayes", s, "data", rep), refine=10)
-    pb = Likelihood(setting, sim.obs, method)
-    cfg = SamplerConfig.from_dict({**job["sampler"], "protocol": proto, "log_every": 0,
+    sims = [simulate(setting, rng(seed, "bayes", s, "data", j["rep"]), refine=10)
+            for j in jobs]
+    pbs = [Likelihood(setting, sim.obs, method) for sim in sims]
+    cfg = SamplerConfig.from_dict({**job0["sampler"], "protocol": proto, "log_every": 0,
                                    "progress": False})
-    keys = ("bayes", s, method, rep)
-    res = run(pb, cfg, seed, keys, init_keys=("bayes", s, "init", rep), truth=sim.truth)
-    c_sample = time.process_time() - c0
-    rec = res.record
-    params = {}
-    for k, name in enumerate(setting.params):
-        x = np.concatenate([c.theta[:, k] for c in res.chains])
-        lo, hi = np.quantile(x, [0.025, 0.975])
-        params[name] = {"mean": float(x.mean()), "lo": float(lo), "hi": float(hi),
-                        "truth": float(sim.truth["theta"][name])}
-    out: dict[str, Any] = {}
-    if job["output"]:
-        idata = build_idata(pb, res, {"setting": s, "method": method})
-        pred = predictive(setting, idata, sim.dense_t, 200, rng(seed, *keys, "predict"))
-        dense = pd.concat([pd.DataFrame({"time": sim.dense_t, "output": o,
-                                         "xi": sim.dense["xi"][:, j]})
-                           for j, o in enumerate(sim.obs.outputs)], ignore_index=True)
-        out = output_metrics_one(pred, dense)
-    r_hat, ess = float(rec.get("r_hat_max", np.nan)), float(rec.get("ess_bulk_min", np.nan))
-    return {**{k: job[k] for k in ("setting", "protocol", "method", "rep")},
-            "params": params, "output": out, "r_hat_max": r_hat, "ess_bulk_min": ess,
-            "converged": is_converged(r_hat, ess, job["rhat"], job["ess"]),
-            "iterations_run": int(rec.get("iterations_run", cfg.iterations)),
-            "stop_reason": rec.get("stop_reason"), "cpu_sampling": c_sample,
-            "cpu_total": time.process_time() - c0,
-            "acceptance": [float(c.acceptance) for c in res.chains]}
+    keys = [("bayes", s, method, j["rep"]) for j in jobs]
+    results = run_many(pbs, cfg, seed, keys, [("bayes", s, "init", j["rep"]) for j in jobs],
+                       [sim.truth for sim in sims])
+    c_sample = (time.process_time() - c0) / len(jobs)
+    out_runs = []
+    for job, sim, pb, res, k in zip(jobs, sims, pbs, results, keys, strict=True):
+        rec = res.record
+        params = {}
+        for i, name in enumerate(setting.params):
+            x = np.concatenate([c.theta[:, i] for c in res.chains])
+            lo, hi = np.quantile(x, [0.025, 0.975])
+            params[name] = {"mean": float(x.mean()), "lo": float(lo), "hi": float(hi),
+                            "truth": float(sim.truth["theta"][name])}
+        out: dict[str, Any] = {}
+        if job["output"]:
+            idata = build_idata(pb, res, {"setting": s, "method": method})
+            pred = predictive(setting, idata, sim.dense_t, 200, rng(seed, *k, "predict"))
+            dense = pd.concat([pd.DataFrame({"time": sim.dense_t, "output": o,
+                                             "xi": sim.dense["xi"][:, j]})
+                               for j, o in enumerate(sim.obs.outputs)], ignore_index=True)
+            out = output_metrics_one(pred, dense)
+        r_hat, ess = float(rec.get("r_hat_max", np.nan)), float(rec.get("ess_bulk_min", np.nan))
+        out_runs.append({**{k_: job[k_] for k_ in ("setting", "protocol", "method", "rep")},
+                         "params": params, "output": out, "r_hat_max": r_hat,
+                         "ess_bulk_min": ess,
+                         "converged": is_converged(r_hat, ess, job["rhat"], job["ess"]),
+                         "iterations_run": int(rec.get("iterations_run", cfg.iterations)),
+                         "stop_reason": rec.get("stop_reason"), "cpu_sampling": c_sample,
+                         "batched_runs": len(jobs),
+                         "acceptance": [float(c.acceptance) for c in res.chains]})
+    cpu = (time.process_time() - c0) / len(jobs)
+    for r in out_runs:
+        r["cpu_total"] = cpu
+    return out_runs
+
+
+def run_one(job: dict[str, Any]) -> dict[str, Any]:
+    """One (setting, protocol, method, rep) alone."""
+    return run_batch([job])[0]
 
 
 def _cached(job: dict[str, Any], work: Path) -> Path:
     return (work / job["setting"] / job["protocol"] / job["method"] / f"rep{job['rep']}.json")
 
 
-def _run_and_store(job: dict[str, Any]) -> dict[str, Any]:
-    res = run_one(job)
-    write_json(res, job["path"])
-    write_json({k: job[k] for k in ("sampler", "seed", "output")},
-               Path(job["path"]).with_suffix(".job.json"))
-    return res
+def _run_and_store(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = run_batch(jobs)
+    for job, res in zip(jobs, out, strict=True):
+        write_json(res, job["path"])
+        write_json({k: job[k] for k in ("sampler", "seed", "output")},
+                   Path(job["path"]).with_suffix(".job.json"))
+    return out
+
+
+def batches(todo: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    """The runs still to do, grouped by (setting, protocol, method) in batches of at most
+    ``size`` replications (which runs share a batch does not change their draws)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for j in todo:
+        groups.setdefault((j["setting"], j["protocol"], j["method"]), []).append(j)
+    return [g[i: i + size] for g in groups.values() for i in range(0, len(g), size)]
 
 
 # ----------------------------------------------------------------------------- tables
@@ -266,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-output", action="store_true", help="skip the output metrics")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=25,
+                    help="replications of one setting/protocol/method sampled together as "
+                         "lanes of one lock-step program (the draws do not depend on it; "
+                         "1 = one run at a time; extension to convergence runs one at a time)")
     ap.add_argument("--aggregate-only", action="store_true",
                     help="run nothing: tables from the runs already stored (whole "
                          "replications only: every protocol and method present)")
@@ -299,17 +331,25 @@ def main(argv: list[str] | None = None) -> int:
         todo = []
         log.info("aggregate only: %d whole replications stored",
                  len({(j["setting"], j["rep"]) for j in jobs}))
-    log.info("%d runs, %d already done; %d job(s) in parallel", len(jobs),
-             len(jobs) - len(todo), args.jobs)
+    size = 1 if args.until_converged else args.batch
+    work_list = batches(todo, size)
+    log.info("%d runs, %d already done; %d batch(es) of up to %d replications, %d job(s) "
+             "in parallel", len(jobs), len(jobs) - len(todo), len(work_list), size, args.jobs)
     t0 = time.perf_counter()
     if todo:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            for i, res in enumerate(pool.map(_run_and_store, todo), 1):
-                log.info("[%d/%d] %s %s %s rep %d: R-hat %.3f ESS %.0f %s, %.1f CPU s",
-                         i, len(todo), res["setting"], res["protocol"], res["method"],
-                         res["rep"], res["r_hat_max"], res["ess_bulk_min"],
-                         "converged" if res["converged"] else "NOT converged",
-                         res["cpu_total"])
+        i = 0
+        pool = ProcessPoolExecutor(max_workers=args.jobs) if args.jobs > 1 else None
+        with pool if pool is not None else contextlib.nullcontext():
+            mapped = pool.map(_run_and_store, work_list) if pool is not None else map(
+                _run_and_store, work_list)
+            for out in mapped:
+                for res in out:
+                    i += 1
+                    log.info("[%d/%d] %s %s %s rep %d: R-hat %.3f ESS %.0f %s, %.1f CPU s",
+                             i, len(todo), res["setting"], res["protocol"], res["method"],
+                             res["rep"], res["r_hat_max"], res["ess_bulk_min"],
+                             "converged" if res["converged"] else "NOT converged",
+                             res["cpu_total"])
     wall = time.perf_counter() - t0
     command = "python benchmarks/bayes_paper.py " + shlex.join(sys.argv[1:] if argv is None
                                                               else argv)
@@ -338,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"--seed {args.seed}"
                      + (f" --until-converged {args.until_converged}"
                         if args.until_converged else "")
-                     + (" --no-output" if args.no_output else "") + " --jobs 2")
+                     + (" --no-output" if args.no_output else "")
+                     + f" --batch {args.batch} --jobs 2")
             write_json({"command": command, "regenerate": regen, "setting": s,
                         "protocol": proto, "replications": n_reps, "sampler": sampler,
                         "seed": args.seed,
@@ -348,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
                         "cpu_seconds_per_run_mean": {m: float(np.mean(v)) for m, v in
                                                      cpu.items() if v},
                         "cpu_seconds_total": float(sum(sum(v) for v in cpu.values())),
+                        "batched_runs_max": max((int(r.get("batched_runs", 1)) for r in runs),
+                                                default=1),
                         "load_average_end": os.getloadavg()[0]},
                        out_dir / f"{stem}_meta.json")
             show = params[["subset", "method", "parameter", "bias", "rmse", "rmse_se", "coverage",

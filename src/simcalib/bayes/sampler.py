@@ -375,19 +375,13 @@ class Sampler:
                            time.process_time() - c0)
 
 
-def run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
-        init_keys: tuple[Any, ...] | None = None,
-        truth: Mapping[str, Any] | None = None) -> RunResult:
-    """Start (least squares, or the truth under ``protocol: reference``), then
-    ``cfg.chains`` chains: in lock-step with one stream ``rng(seed, *keys, "vectorized")``
-    (``engine: vectorized``), or one after the other, each with its own stream
-    ``rng(seed, *keys, chain)`` (``engine: sequential``).  ``truth`` (theta, gamma, ell,
-    noise_variance) is only read under ``protocol: reference``."""
-    from simcalib.bayes._threads import limit_blas_threads
+def _start(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
+           init_keys: tuple[Any, ...] | None, truth: Mapping[str, Any] | None
+           ) -> tuple[dict[str, Any], Any]:
+    """The run's start and hyperprior: least squares (honest) or the truth (reference)."""
     from simcalib.bayes.protocol import hyper_prior, reference_start
     from simcalib.seeds import rng as make_rng
 
-    limit_blas_threads(1)
     hyper = hyper_prior(problem.setting, cfg.protocol, truth, cfg.reference_box)
     if cfg.protocol == "reference":
         init = reference_start(problem.setting, truth)
@@ -399,20 +393,41 @@ def run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...
         init["protocol"] = "honest"
         log.info("least-squares start theta=%s cost=%.4g", np.round(init["theta"], 4),
                  init["cost"])
+    return init, hyper
+
+
+def _vectorized_result(lanes: list[dict[str, Any]], record: dict[str, Any],
+                       init: dict[str, Any]) -> RunResult:
+    chains = [ChainResult(c["theta"], c["log_gamma"], c["log_ell"], c["sigma2"],
+                          c["delta"], c["lp"], c["accepted"], c["acceptance"],
+                          Counters(**c["counters"]), c["seconds"], c["start"],
+                          c["cpu_seconds"]) for c in lanes]
+    for i, c in enumerate(chains):
+        log.info("chain %d: %.1f s, acceptance %.3f, %s", i, c.seconds, c.acceptance,
+                 c.counters)
+    _log_record(record)
+    return RunResult(chains, init, record)
+
+
+def run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
+        init_keys: tuple[Any, ...] | None = None,
+        truth: Mapping[str, Any] | None = None) -> RunResult:
+    """Start (least squares, or the truth under ``protocol: reference``), then
+    ``cfg.chains`` chains: in lock-step with one stream ``rng(seed, *keys, "vectorized")``
+    (``engine: vectorized``), or one after the other, each with its own stream
+    ``rng(seed, *keys, chain)`` (``engine: sequential``).  ``truth`` (theta, gamma, ell,
+    noise_variance) is only read under ``protocol: reference``."""
+    from simcalib.bayes._threads import limit_blas_threads
+    from simcalib.seeds import rng as make_rng
+
+    limit_blas_threads(1)
+    init, hyper = _start(problem, cfg, seed, keys, init_keys, truth)
     if cfg.engine == "vectorized":
         from simcalib.bayes.lockstep import run_lockstep
 
         lanes, record = run_lockstep(problem, cfg, init, hyper,
                                      make_rng(seed, *keys, "vectorized"), cfg.until())
-        chains = [ChainResult(c["theta"], c["log_gamma"], c["log_ell"], c["sigma2"],
-                              c["delta"], c["lp"], c["accepted"], c["acceptance"],
-                              Counters(**c["counters"]), c["seconds"], c["start"],
-                              c["cpu_seconds"]) for c in lanes]
-        for i, c in enumerate(chains):
-            log.info("chain %d: %.1f s, acceptance %.3f, %s", i, c.seconds, c.acceptance,
-                     c.counters)
-        _log_record(record)
-        return RunResult(chains, init, record)
+        return _vectorized_result(lanes, record, init)
     sampler = Sampler(problem, cfg, hyper)
     chains = []
     for c in range(cfg.chains):
@@ -433,6 +448,35 @@ def run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...
                        "converged": is_converged(r_hat, ess)})
     _log_record(record)
     return RunResult(chains, init, record)
+
+
+def run_many(problems: list[Likelihood], cfg: SamplerConfig, seed: int,
+             keys: list[tuple[Any, ...]], init_keys: list[tuple[Any, ...] | None] | None = None,
+             truths: list[Mapping[str, Any] | None] | None = None) -> list[RunResult]:
+    """Several independent runs of one setting and method (say the replications of a
+    simulation study), each exactly as :func:`run` would do it (same start, same
+    stream ``rng(seed, *keys[i], "vectorized")``, same draws up to floating-point
+    round-off), but sampled as lanes of one lock-step program, which shares the
+    per-step overhead.  Vectorized engine and a fixed chain length only; with
+    ``until_converged`` or the sequential engine the runs are done one by one."""
+    from simcalib.bayes._threads import limit_blas_threads
+    from simcalib.seeds import rng as make_rng
+
+    n = len(problems)
+    init_keys = init_keys or [None] * n
+    truths = truths or [None] * n
+    if cfg.engine != "vectorized" or cfg.until() is not None or n == 1:
+        return [run(pb, cfg, seed, k, ik, tr) for pb, k, ik, tr
+                in zip(problems, keys, init_keys, truths, strict=True)]
+    from simcalib.bayes.lockstep import run_lockstep_many
+
+    limit_blas_threads(1)
+    starts = [_start(pb, cfg, seed, k, ik, tr) for pb, k, ik, tr
+              in zip(problems, keys, init_keys, truths, strict=True)]
+    out = run_lockstep_many(problems, cfg, [s[0] for s in starts], [s[1] for s in starts],
+                            [make_rng(seed, *k, "vectorized") for k in keys])
+    return [_vectorized_result(lanes, record, s[0])
+            for (lanes, record), s in zip(out, starts, strict=True)]
 
 
 def _log_record(record: Mapping[str, Any]) -> None:
