@@ -6,6 +6,8 @@ both sampler engines side by side (``vectorized`` = the lock-step engine, defaul
     python benchmarks/mcmc.py --quick    # 2,000 iterations, plus the 10,000-iteration
                                          # two-mass MOS speed target (minutes)
     python benchmarks/mcmc.py --engines vectorized   # one engine only
+    python benchmarks/mcmc.py --engines sequential vectorized batched --batch-size 25
+                                         # + replications as lanes (paper-scale driver)
 
 The old path is the sequential engine with LSODA for the nonlinear models (what
 landed before issue 16; ``--old-solver auto`` gives it the compiled solver too); the
@@ -46,14 +48,14 @@ sys.path.insert(0, str(ROOT / "src"))
 from simcalib.bayes._threads import limit_blas_threads  # noqa: E402
 from simcalib.bayes.models import BUILTIN, make_setting, set_solver  # noqa: E402
 from simcalib.bayes.posterior import build_idata, summarize  # noqa: E402
-from simcalib.bayes.sampler import Likelihood, SamplerConfig, run  # noqa: E402
+from simcalib.bayes.sampler import Likelihood, SamplerConfig, run, run_many  # noqa: E402
 from simcalib.bayes.synthetic import simulate  # noqa: E402
 from simcalib.io import write_csv  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
 
 COLUMNS = ["setting", "method", "engine", "solver", "rep", "iterations", "seconds", "ess_bulk_min",
            "rhat_max", "ess_per_s", "ms_per_iteration", "cpu_seconds", "ess_per_cpu_s",
-           "acceptance", "ode_failures", "chains", "load"]
+           "acceptance", "ode_failures", "chains", "batch", "load"]
 
 
 def bench(name: str, method: str, iterations: int, chains: int, seed: int,
@@ -69,6 +71,29 @@ def bench(name: str, method: str, iterations: int, chains: int, seed: int,
                         log_every=0, progress=False, engine=engine)
     res = run(pb, cfg, seed, ("bayes", name, method, rep),
               init_keys=("bayes", name, "init", rep))
+    return _row(name, method, engine, setting, pb, res, rep, iterations, chains, 1)
+
+
+def bench_batched(name: str, method: str, iterations: int, chains: int, seed: int,
+                  reps: int, batch: int) -> list[dict]:
+    """Rows for replications ``0 .. reps - 1``, sampled with replications
+    ``0 .. max(reps, batch) - 1`` as lanes of one lock-step program (``run_many``):
+    the same draws as the vectorized engine's (bit for bit), the batch's CPU shared
+    equally by its chains."""
+    setting = make_setting(name)
+    n = max(reps, batch)
+    sims = [simulate(setting, rng(seed, "bayes", name, "data", r)) for r in range(n)]
+    pbs = [Likelihood(setting, sim.obs, method) for sim in sims]
+    cfg = SamplerConfig(iterations=iterations, burn_in=iterations // 2, chains=chains,
+                        log_every=0, progress=False)
+    out = run_many(pbs, cfg, seed, [("bayes", name, method, r) for r in range(n)],
+                   [("bayes", name, "init", r) for r in range(n)])
+    return [_row(name, method, "batched", setting, pbs[r], out[r], r, iterations, chains, n)
+            for r in range(reps)]
+
+
+def _row(name: str, method: str, engine: str, setting, pb, res, rep: int, iterations: int,
+         chains: int, batch: int) -> dict:
     summ = summarize(build_idata(pb, res, {"setting": name, "method": method}), setting.params)
     secs = [c.seconds for c in res.chains]
     cpu = [c.cpu_seconds for c in res.chains]
@@ -81,23 +106,30 @@ def bench(name: str, method: str, iterations: int, chains: int, seed: int,
             "cpu_seconds": sum(cpu) / len(cpu), "ess_per_cpu_s": ess / sum(cpu),
             "acceptance": sum(c.acceptance for c in res.chains) / len(secs),
             "ode_failures": sum(c.counters.ode_failures for c in res.chains),
-            "chains": chains, "load": os.getloadavg()[0]}
+            "chains": chains, "batch": batch, "load": os.getloadavg()[0]}
 
 
 def ratio_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, method, iterations): CPU ms per iteration and bulk ESS per
-    CPU second of both engines (medians over the data sets ``rep``: the ESS of one
-    chain set swings several-fold between data sets and seeds), their ratios
-    (vectorized / sequential) and the number of data sets."""
+    CPU second of the engines (medians over the data sets ``rep``: the ESS of one
+    chain set swings several-fold between data sets and seeds), their ratios to the
+    sequential (old) engine and the number of data sets.  Suffixes: ``_seq``
+    sequential, ``_vec`` vectorized (one run's chains as lanes), ``_bat`` batched
+    (replications as lanes too)."""
     keys = ["setting", "method", "iterations"]
     cols = ["ms_per_iteration", "cpu_seconds", "ess_bulk_min", "rhat_max", "ess_per_cpu_s"]
     med = df.groupby(["engine", *keys])[cols].median()
     med["data_sets"] = df.groupby(["engine", *keys])["rep"].nunique()
-    seq = med.loc["sequential"]
-    vec = med.loc["vectorized"]
-    out = seq.merge(vec, left_index=True, right_index=True, suffixes=("_seq", "_vec"))
-    out["cpu_speedup"] = out["cpu_seconds_seq"] / out["cpu_seconds_vec"]
-    out["ess_per_cpu_s_ratio"] = out["ess_per_cpu_s_vec"] / out["ess_per_cpu_s_seq"]
+    out = med.loc["sequential"].add_suffix("_seq")
+    for engine, suf in (("vectorized", "vec"), ("batched", "bat")):
+        if engine not in med.index.get_level_values(0):
+            continue
+        out = out.merge(med.loc[engine].add_suffix(f"_{suf}"), left_index=True,
+                        right_index=True)
+        speed = "cpu_speedup" + ("" if suf == "vec" else "_batched")
+        ratio = "ess_per_cpu_s_ratio" + ("" if suf == "vec" else "_batched")
+        out[speed] = out["cpu_seconds_seq"] / out[f"cpu_seconds_{suf}"]
+        out[ratio] = out[f"ess_per_cpu_s_{suf}"] / out["ess_per_cpu_s_seq"]
     return out.reset_index()
 
 
@@ -111,7 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", nargs="+", default=list(BUILTIN))
     ap.add_argument("--methods", nargs="+", default=["koh", "mos"])
     ap.add_argument("--engines", nargs="+", default=["sequential", "vectorized"],
-                    choices=["sequential", "vectorized"])
+                    choices=["sequential", "vectorized", "batched"],
+                    help="batched: the vectorized engine with --batch-size replications "
+                         "as lanes of one program (same draws, shared overhead)")
+    ap.add_argument("--batch-size", type=int, default=25,
+                    help="replications per batch of the batched engine (>= --reps)")
     ap.add_argument("--old-solver", default="lsoda", choices=["lsoda", "auto"],
                     help="ODE solver of the sequential (old) path's nonlinear models: lsoda, "
                          "as before the compiled solver (default), or the model's own")
@@ -128,6 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     runs = ((j, e, r) for j in jobs for r in range(args.reps) for e in args.engines)
     for (s, m, n), e, r in runs:
+        if e == "batched":
+            if r == 0:
+                new = bench_batched(s, m, n, args.chains, args.seed, args.reps,
+                                    args.batch_size)
+                rows.extend(new)
+                for row in new:
+                    print(f"{s:16s} {m:4s} batch of {row['batch']} rep {row['rep']} {n:6d} it  "
+                          f"{row['cpu_seconds']:6.2f} CPU s/chain  ESS_min "
+                          f"{row['ess_bulk_min']:7.1f}  R-hat {row['rhat_max']:.3f}", flush=True)
+            continue
         old = e == "sequential" and args.old_solver == "lsoda"
         row = bench(s, m, n, args.chains, args.seed, e, old, r)
         rows.append(row)
@@ -141,11 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(df, args.output)
     print()
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    if {"sequential", "vectorized"} <= set(args.engines):
+    if "sequential" in args.engines and len(args.engines) > 1:
         ratios = ratio_table(df)
         ratio_path = str(Path(args.output).with_name(Path(args.output).stem + "_ratios.csv"))
         write_csv(ratios, ratio_path)
-        print("\nvectorized / sequential (same data sets, same starts, same run; medians):")
+        print("\nnew / sequential (same data sets, same starts, same run; medians):")
         print(ratios.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
         print(f"wrote {ratio_path}")
     target = df[(df.setting == "two_mass") & (df.method == "mos") & (df.iterations == 10000)
