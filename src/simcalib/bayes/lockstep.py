@@ -49,6 +49,7 @@ import numpy as np
 
 from simcalib.bayes.batched import (
     BatchedForward,
+    KronLayout,
     MosBatch,
     batch_cholesky,
     chol_solve_batch,
@@ -138,7 +139,8 @@ class LockstepSampler:
     """All chains of one or more runs (same setting and method, each its own data) as
     lanes of one array program: run g owns lanes ``g * chains ... (g + 1) * chains - 1``."""
 
-    def __init__(self, pbs: list[Any], cfg: Any, hypers: list[Any], chains: int) -> None:
+    def __init__(self, pbs: list[Any], cfg: Any, hypers: list[Any], chains: int,
+                 kron: bool = True) -> None:
         _check_batch(pbs)
         self.pbs, self.pb, self.cfg = pbs, pbs[0], cfg
         pb = self.pb
@@ -153,6 +155,8 @@ class LockstepSampler:
         self.mos = pb.method == "mos"
         self.logit = cfg.theta_scale == "logit"
         self.fwd = BatchedForward(pb)
+        # KOH on a full grid: one T x T factor per lane instead of m x m (same matrices)
+        self.kron = KronLayout.of(pb) if kron else None
         self.y = np.stack([q.y for q in pbs])[self.group]            # (lanes, m)
         prior = np.array([q.setting.sigma2_prior for q in pbs], dtype=np.float64)
         self.a0_group = prior[:, 0]
@@ -219,7 +223,8 @@ class LockstepSampler:
         # covariances for every lane (cheap); lanes that are not ok get -inf below
         gam = np.exp(np.clip(x[:, -2], -700, 700))
         ell = np.exp(np.clip(x[:, -1], -700, 700))
-        c = koh_batch(self.pb.layout, gam, ell)
+        c = (self.kron.covariance(gam, ell) if self.kron is not None
+             else koh_batch(self.pb.layout, gam, ell))
         mos = None
         reg = np.zeros(n_lane, dtype=int)
         chol_fail = np.zeros(n_lane, dtype=bool)
@@ -234,7 +239,7 @@ class LockstepSampler:
             reg += np.where(ok, mos.regularised, 0)
         else:
             c_delta = c
-        ll, chol, ok_l, jit = loglik_batch(c_delta, sigma2, self.y - f)
+        ll, chol, ok_l, jit = self.loglik(c_delta, sigma2, self.y - f)
         reg += (jit & ok).astype(int)
         chol_fail |= ok & ~ok_l
         ok &= ok_l
@@ -243,6 +248,14 @@ class LockstepSampler:
                 "chol": chol, "lp": lp, "ok": ok, "ode_fail": ode_fail,
                 "out_of_support": lanes & ~np.isfinite(prior), "regularised": reg,
                 "chol_fail": chol_fail}
+
+    def loglik(self, c_delta: np.ndarray, sigma2: np.ndarray, resid: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``log N(resid; 0, C_delta + sigma2 I)`` per lane (the covariance as one
+        T x T block per lane on a KOH full grid)."""
+        if self.kron is not None:
+            return self.kron.loglik(c_delta, sigma2, resid)
+        return loglik_batch(c_delta, sigma2, resid)
 
     @staticmethod
     def accept(st: dict[str, Any], new: dict[str, Any], take: np.ndarray) -> None:
@@ -312,14 +325,24 @@ class LockstepSampler:
 
 def draw_delta(sampler: LockstepSampler, st: dict[str, Any], sigma2: np.ndarray,
                streams: Streams, chol_c: np.ndarray) -> np.ndarray:
-    """Exact delta draws for every lane by Matheron's rule (as the sequential sampler)."""
+    """Exact delta draws for every lane by Matheron's rule (as the sequential sampler);
+    on a KOH full grid with the T x T blocks (the same draws up to round-off)."""
     m = st["f"].shape[1]
-    d0 = np.einsum("cij,cj->ci", chol_c, streams.normal((m,)))
+    kron = sampler.kron
+    z = streams.normal((m,))
+    if kron is not None:
+        d0 = kron.from_blocks(np.einsum("cij,cjk->cik", chol_c, kron.to_blocks(z)))
+    else:
+        d0 = np.einsum("cij,cj->ci", chol_c, z)
     if st["mos"] is not None:
         d0 = st["mos"].project(d0)
     e0 = np.sqrt(sigma2)[:, None] * streams.normal((m,))
     rhs = sampler.y - st["f"] - d0 - e0
+    if kron is not None:
+        coef = chol_solve_batch(st["chol"], kron.to_blocks(rhs))
+        return d0 + kron.from_blocks(np.einsum("cij,cjk->cik", st["c_delta"], coef))
     return d0 + np.einsum("cij,cj->ci", st["c_delta"], chol_solve_batch(st["chol"], rhs))
+
 
 class LockstepRun:
     """The mutable state of one lock-step run, advanced in blocks (so that
@@ -339,7 +362,9 @@ class LockstepRun:
         self.hist = np.empty((capacity, n_lane, d))
         self.acc_block = np.zeros(n_lane)
         self.acc_total = np.zeros(n_lane)
-        self.chol_c, self.chol_c_ok = np.zeros((n_lane, m, m)), np.zeros(n_lane, dtype=bool)
+        size = m if sampler.kron is None else sampler.kron.n_t
+        self.chol_c = np.zeros((n_lane, size, size))
+        self.chol_c_ok = np.zeros(n_lane, dtype=bool)
         self.counts = {k: np.zeros(n_lane, dtype=int) for k in
                        ("ode_failures", "out_of_bounds", "regularised", "cholesky_failures")}
         self.kept: dict[str, list[np.ndarray]] = {k: [] for k in
@@ -396,7 +421,7 @@ class LockstepRun:
             resid = s.y - st["f"] - delta
             self.sigma2 = (b0 + 0.5 * np.einsum("cm,cm->c", resid, resid)) / streams.gamma(
                 shape)
-            ll, chol, ok_l, jit = loglik_batch(st["c_delta"], self.sigma2, s.y - st["f"])
+            ll, chol, ok_l, jit = s.loglik(st["c_delta"], self.sigma2, s.y - st["f"])
             self.counts["regularised"] += jit
             self.counts["cholesky_failures"] += ~ok_l
             st["chol"] = chol
@@ -473,19 +498,20 @@ def run_lockstep(pb: Any, cfg: Any, init: dict[str, Any], hyper: Any,
 
 
 def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
-                      hypers: list[Any], rngs: list[np.random.Generator], until: Any = None
-                      ) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+                      hypers: list[Any], rngs: list[np.random.Generator], until: Any = None,
+                      kron: bool = True) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Several independent runs of one setting and method (each with its own data,
     start, hyperprior and random stream) as lanes of one lock-step program; per run
     the result of :func:`run_lockstep`.  ``until`` (extension to convergence) needs a
-    single run: the extension is decided per run."""
+    single run: the extension is decided per run.  ``kron=False`` factorises the
+    full m x m KOH covariance even on a full grid (for tests and comparisons)."""
     from simcalib.bayes.convergence import diagnose, is_converged
 
     if until is not None and len(pbs) > 1:
         raise ValueError("until_converged extends one run at a time; batch runs with a "
                          "fixed length")
     chains = cfg.chains
-    sampler = LockstepSampler(pbs, cfg, hypers, chains)
+    sampler = LockstepSampler(pbs, cfg, hypers, chains, kron)
     streams = Streams(rngs, chains)
     starts = np.concatenate([np.repeat(np.asarray(i["theta"], dtype=np.float64)[None], chains,
                                        axis=0) for i in inits])
@@ -566,6 +592,7 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
         if g:
             r_hat, ess = check(sl, diag)
         record: dict[str, Any] = {"engine": "vectorized", "forward": sampler.fwd.mode,
+                                  "covariance": "kronecker" if sampler.kron else "full",
                                   "protocol": inits[g].get("protocol", "honest"), **extra}
         if len(pbs) > 1:
             record["batched_runs"] = len(pbs)
