@@ -25,6 +25,9 @@ effective sample:
   iterations.  Adaptation stops at the end of burn-in (unless
   ``adapt_after_burn_in``), so the kept draws come from a fixed kernel.
 
+* **KOH on a full grid as one block** (:class:`simcalib.bayes.batched.KronLayout`):
+  ``C + sigma^2 I = I_J kron (gamma K + sigma^2 I_T)``, so one T x T factor per lane
+  instead of an m x m one (J^3 fewer flops, the same matrices);
 * **replications as lanes** (:func:`run_lockstep_many`): independent runs of one
   setting and method (the paper's 100 simulated data sets) share one array program,
   lanes ``g * chains ... (g + 1) * chains - 1`` being run g; each run keeps its own data,
