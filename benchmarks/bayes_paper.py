@@ -308,8 +308,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", default=str(ROOT / "results" / "bayes_paper"))
     ap.add_argument("--out-dir", default=str(ROOT / "docs" / "results"))
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    logging.getLogger("simcalib").setLevel(logging.ERROR)
     sampler = {"iterations": args.iterations,
                "burn_in": args.burn_in if args.burn_in is not None else args.iterations // 2,
                "chains": args.chains, "engine": args.engine, "adapt_every": 200,
@@ -432,4 +430,8 @@ def _stored_matches(job: dict[str, Any]) -> bool:
 
 
 if __name__ == "__main__":
+    # logging set up by the script only: main() called from Python (tests) leaves the
+    # caller's logging alone
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("simcalib").setLevel(logging.ERROR)
     sys.exit(main())

@@ -54,3 +54,15 @@ def test_driver_tables_and_batching_does_not_change_the_numbers(tmp_path):
     assert run["batched_runs"] == 3
     meta = json.loads((tmp_path / "o3" / "bayes_two_mass_honest_meta.json").read_text())
     assert "--batch 3" in meta["regenerate"] and meta["replications"] == 3
+
+
+def test_driver_leaves_the_callers_logging_alone(tmp_path):
+    """Called from Python, main() must not silence simcalib's warnings for the rest of
+    the process (tests that read caplog would see nothing)."""
+    import logging
+
+    before = logging.getLogger("simcalib").level
+    _driver().main(["--settings", "two_mass", "--protocols", "honest", "--reps", "1",
+                    "--iterations", "40", "--no-output", "--batch", "1",
+                    "--work-dir", str(tmp_path / "w"), "--out-dir", str(tmp_path / "o")])
+    assert logging.getLogger("simcalib").level == before
