@@ -72,7 +72,6 @@ def run_batch(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     those it would get alone), then summarise each and compute its output metrics.
     ``cpu_total`` of a run is the batch's process CPU divided by its size."""
     from simcalib.bayes._threads import limit_blas_threads
-    from simcalib.bayes.convergence import is_converged
     from simcalib.bayes.metrics import output_metrics_one
     from simcalib.bayes.models import make_setting
     from simcalib.bayes.posterior import build_idata
@@ -125,11 +124,6 @@ def run_batch(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in out_runs:
         r["cpu_total"] = cpu
     return out_runs
-
-
-def run_one(job: dict[str, Any]) -> dict[str, Any]:
-    """One (setting, protocol, method, rep) alone."""
-    return run_batch([job])[0]
 
 
 def _cached(job: dict[str, Any], work: Path) -> Path:

@@ -343,3 +343,25 @@ def test_kronecker_and_full_koh_sample_the_same_posterior():
         np.testing.assert_array_equal(a["theta"][:50], b["theta"][:50])
         np.testing.assert_allclose(a["sigma2"][:50], b["sigma2"][:50], rtol=1e-6)
         np.testing.assert_allclose(a["delta"][:50], b["delta"][:50], rtol=1e-4, atol=1e-8)
+
+
+def test_hyperprior_for_lanes_equals_each_runs_prior():
+    """Several runs' hyperpriors as one per-lane prior give each lane its own run's
+    density (the reference box differs per data set); mixing protocols is refused."""
+    from simcalib.bayes.protocol import HyperPrior
+
+    pb, sim = _problem("two_mass", "koh")
+    truths = [{**sim.truth, "gamma": g, "ell": e} for g, e in ((0.05, 1.0), (0.2, 0.5))]
+    boxed = [hyper_prior(pb.setting, "reference", t) for t in truths]
+    group = np.array([0, 0, 1, 1])
+    lanes = HyperPrior.for_lanes(boxed, group)
+    lg = np.log([0.05, 0.2, 0.2, 0.05])
+    ll = np.log([1.0, 1.0, 0.5, 0.5])
+    want = [boxed[g].log_density(lg[i], ll[i]) for i, g in enumerate(group)]
+    np.testing.assert_array_equal(lanes.log_density(lg, ll), want)
+    assert np.isinf(want[1]) and np.isfinite(want[0])      # outside run 0's box
+    honest = hyper_prior(pb.setting, "honest", None)
+    np.testing.assert_array_equal(HyperPrior.for_lanes([honest, honest], group).log_density(
+        lg, ll), honest.log_density(lg, ll))
+    with pytest.raises(ValueError, match="protocol"):
+        HyperPrior.for_lanes([honest, boxed[0]], group)

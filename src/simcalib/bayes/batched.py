@@ -33,7 +33,7 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg.lapack import dpotrf, dpotrs, dtrtrs
 
-from simcalib.bayes.kernels import CholeskyError, mos_from_koh, robust_cholesky
+from simcalib.bayes.kernels import CholeskyError, ObsLayout, mos_from_koh, robust_cholesky
 
 log = logging.getLogger(__name__)
 LOG2PI = math.log(2.0 * math.pi)
@@ -89,6 +89,31 @@ def koh_batch(layout: Any, gamma: np.ndarray, ell: np.ndarray) -> np.ndarray:
     return gamma[:, None, None] * np.exp(layout.d2[None] * scale) * layout.same[None]
 
 
+class FullLayout:
+    """The m x m covariance path (MOS, and KOH on a grid with missing entries) behind
+    the interface :class:`KronLayout` shares, so the sampler has one code path:
+    ``covariance`` (KOH ``C`` per lane), ``loglik``, ``matvec`` (``A v`` per lane),
+    ``gain`` (``A S^{-1} v`` from the Cholesky factor of S: Matheron's update) and
+    ``size`` (of the factors)."""
+
+    def __init__(self, layout: Any) -> None:
+        self.layout = layout
+        self.size = layout.d2.shape[0]
+
+    def covariance(self, gamma: np.ndarray, ell: np.ndarray) -> np.ndarray:
+        return koh_batch(self.layout, gamma, ell)
+
+    def loglik(self, c: np.ndarray, sigma2: np.ndarray, resid: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return loglik_batch(c, sigma2, resid)
+
+    def matvec(self, a: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return np.einsum("cij,cj->ci", a, v)
+
+    def gain(self, a: np.ndarray, chol: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return np.einsum("cij,cj->ci", a, chol_solve_batch(chol, v))
+
+
 class KronLayout:
     """KOH on a full grid (every output observed at every time): the covariance
     ``gamma (I_J kron K_ell)`` of the output-major stacked entries, and with it
@@ -96,11 +121,14 @@ class KronLayout:
     T x T block.  So one T x T Cholesky factor serves all J outputs: J^3 times fewer
     flops than factorising the m x m matrix (m = J T; four-mass: one 20 x 20 instead of
     80 x 80), and exactly the same matrices, up to round-off.  MOS's projection couples
-    the outputs, so MOS (and any grid with missing entries) keeps the m x m path."""
+    the outputs, so MOS (and any grid with missing entries) keeps :class:`FullLayout`.
+    Same interface; matrices are the T x T blocks, vectors the stacked (C, m) entries."""
 
     def __init__(self, t: np.ndarray, n_out: int) -> None:
         self.n_out, self.n_t = n_out, len(t)
-        self.d2 = (t[:, None] - t[None, :]) ** 2
+        self.size = self.n_t
+        # one output's layout: the block is koh_batch's covariance for it
+        self.block = ObsLayout.build(t, np.zeros(len(t), dtype=np.int64))
 
     @classmethod
     def of(cls, pb: Any) -> KronLayout | None:
@@ -115,8 +143,7 @@ class KronLayout:
 
     def covariance(self, gamma: np.ndarray, ell: np.ndarray) -> np.ndarray:
         """The T x T block ``gamma_c K(ell_c)`` for every lane c."""
-        scale = (-0.5 / (ell * ell))[:, None, None]
-        return gamma[:, None, None] * np.exp(self.d2[None] * scale)
+        return koh_batch(self.block, gamma, ell)
 
     def to_blocks(self, v: np.ndarray) -> np.ndarray:
         """Stacked entries (C, m) as (C, T, J): one column per output."""
@@ -129,14 +156,14 @@ class KronLayout:
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """As :func:`loglik_batch` for ``I_J kron block``; the factor returned is the
         block's."""
-        n_t = self.n_t
-        sig = block + sigma2[:, None, None] * np.eye(n_t)[None]
-        chol, ok, reg = batch_cholesky(sig)
-        a = tri_solve_batch(chol, self.to_blocks(resid))
-        logdet = self.n_out * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
-        m = self.n_out * n_t
-        ll = -0.5 * np.einsum("ctj,ctj->c", a, a) - logdet - 0.5 * m * LOG2PI
-        return np.where(ok, ll, -np.inf), chol, ok, reg
+        return loglik_batch(block, sigma2, self.to_blocks(resid))
+
+    def matvec(self, a: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return self.from_blocks(np.einsum("cij,cjk->cik", a, self.to_blocks(v)))
+
+    def gain(self, a: np.ndarray, chol: np.ndarray, v: np.ndarray) -> np.ndarray:
+        coef = chol_solve_batch(chol, self.to_blocks(v))
+        return self.from_blocks(np.einsum("cij,cjk->cik", a, coef))
 
 
 class MosBatch:
@@ -360,11 +387,19 @@ class BatchedForward:
 def loglik_batch(c_delta: np.ndarray, sigma2: np.ndarray, resid: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``log N(resid; 0, C_delta + sigma2 I)`` per lane.  Returns ``(ll, chol, ok, reg)``;
-    lanes whose covariance cannot be factorised get ``-inf``."""
-    m = c_delta.shape[1]
-    sig = c_delta + sigma2[:, None, None] * np.eye(m)[None]
+    lanes whose covariance cannot be factorised get ``-inf``.  ``resid`` (C, n), or
+    (C, n, k) for k independent columns sharing the n x n covariance (the Kronecker
+    block of :class:`KronLayout`: log-determinant counted k times)."""
+    n = c_delta.shape[1]
+    k = 1 if resid.ndim == 2 else resid.shape[2]
+    sig = c_delta + sigma2[:, None, None] * np.eye(n)[None]
     chol, ok, reg = batch_cholesky(sig)
     a = tri_solve_batch(chol, resid)
     logdet = np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
-    ll = -0.5 * np.einsum("cm,cm->c", a, a) - logdet - 0.5 * m * LOG2PI
+    if resid.ndim == 3:
+        logdet = k * logdet
+        quad = np.einsum("ctj,ctj->c", a, a)
+    else:
+        quad = np.einsum("cm,cm->c", a, a)
+    ll = -0.5 * quad - logdet - 0.5 * (n * k) * LOG2PI
     return np.where(ok, ll, -np.inf), chol, ok, reg

@@ -52,14 +52,13 @@ import numpy as np
 
 from simcalib.bayes.batched import (
     BatchedForward,
+    FullLayout,
     KronLayout,
     MosBatch,
     batch_cholesky,
-    chol_solve_batch,
-    koh_batch,
-    loglik_batch,
 )
 from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX
+from simcalib.bayes.protocol import HyperPrior
 from simcalib.errors import DataError
 from simcalib.progress import eta
 
@@ -75,9 +74,9 @@ class Streams:
     run's own generator, with the shapes the run would use alone, so batching never
     changes a run's random numbers."""
 
-    def __init__(self, rngs: list[np.random.Generator], chains: int) -> None:
-        self.rngs, self.chains = rngs, chains
-        self.slices = [slice(g * chains, (g + 1) * chains) for g in range(len(rngs))]
+    def __init__(self, rngs: list[np.random.Generator], slices: list[slice]) -> None:
+        self.rngs, self.slices = rngs, slices
+        self.chains = slices[0].stop - slices[0].start
 
     def normal(self, tail: tuple[int, ...], groups: Any = None) -> np.ndarray:
         """Standard normals of shape (lanes, *tail); ``groups`` (default all) draw,
@@ -94,31 +93,6 @@ class Streams:
         """Gamma(shape[g], 1) draws, ``shape`` one value per run."""
         return np.concatenate([r.gamma(shape[g], size=self.chains)
                                for g, r in enumerate(self.rngs)])
-
-
-class LaneHyper:
-    """The runs' hyperpriors (:class:`simcalib.bayes.protocol.HyperPrior`) as per-lane
-    arrays, evaluated for all lanes at once with the same arithmetic as
-    ``HyperPrior.log_density``."""
-
-    def __init__(self, hypers: list[Any], group: np.ndarray) -> None:
-        def col(fn: Any) -> np.ndarray:
-            return np.array([fn(h) for h in hypers], dtype=np.float64)[group]
-
-        self.mg, self.sg = col(lambda h: h.gamma_prior[0]), col(lambda h: h.gamma_prior[1])
-        self.ml, self.sl = col(lambda h: h.ell_prior[0]), col(lambda h: h.ell_prior[1])
-        self.boxed = np.array([h.box is not None for h in hypers])[group]
-        inf = ((-np.inf, np.inf), (-np.inf, np.inf))
-        self.box = np.array([h.box if h.box is not None else inf for h in hypers])[group]
-
-    def log_density(self, lg: np.ndarray, ll: np.ndarray) -> np.ndarray:
-        out = -0.5 * ((lg - self.mg) / self.sg) ** 2 - 0.5 * ((ll - self.ml) / self.sl) ** 2
-        if self.boxed.any():
-            b = self.box
-            inside = (lg >= b[:, 0, 0]) & (lg <= b[:, 0, 1]) & (ll >= b[:, 1, 0]) & (
-                ll <= b[:, 1, 1])
-            out = np.where(self.boxed, np.where(inside, lg + ll, -np.inf), out)
-        return out
 
 
 def _check_batch(pbs: list[Any]) -> None:
@@ -145,13 +119,13 @@ class LockstepSampler:
     def __init__(self, pbs: list[Any], cfg: Any, hypers: list[Any], chains: int,
                  kron: bool = True) -> None:
         _check_batch(pbs)
-        self.pbs, self.pb, self.cfg = pbs, pbs[0], cfg
+        self.pb, self.cfg = pbs[0], cfg
         pb = self.pb
         self.n_group, self.chains = len(pbs), chains
         self.n_lane = self.n_group * chains
         self.group = np.repeat(np.arange(self.n_group), chains)
         self.slices = [slice(g * chains, (g + 1) * chains) for g in range(self.n_group)]
-        self.hyper = LaneHyper(hypers, self.group)
+        self.hyper = HyperPrior.for_lanes(hypers, self.group)
         self.p = pb.p
         self.d = pb.p + 2
         self.span = pb.upper - pb.lower
@@ -159,11 +133,13 @@ class LockstepSampler:
         self.logit = cfg.theta_scale == "logit"
         self.fwd = BatchedForward(pb)
         # KOH on a full grid: one T x T factor per lane instead of m x m (same matrices)
-        self.kron = KronLayout.of(pb) if kron else None
+        block = KronLayout.of(pb) if kron else None
+        self.cov: FullLayout | KronLayout = block if block is not None else FullLayout(
+            pb.layout)
         self.y = np.stack([q.y for q in pbs])[self.group]            # (lanes, m)
         prior = np.array([q.setting.sigma2_prior for q in pbs], dtype=np.float64)
         self.a0_group = prior[:, 0]
-        self.a0, self.b0 = prior[self.group, 0], prior[self.group, 1]
+        self.b0 = prior[self.group, 1]
 
     # ------------------------------------------------------------- coordinates
     def to_theta(self, u: np.ndarray) -> np.ndarray:
@@ -226,8 +202,7 @@ class LockstepSampler:
         # covariances for every lane (cheap); lanes that are not ok get -inf below
         gam = np.exp(np.clip(x[:, -2], -700, 700))
         ell = np.exp(np.clip(x[:, -1], -700, 700))
-        c = (self.kron.covariance(gam, ell) if self.kron is not None
-             else koh_batch(self.pb.layout, gam, ell))
+        c = self.cov.covariance(gam, ell)
         mos = None
         reg = np.zeros(n_lane, dtype=int)
         chol_fail = np.zeros(n_lane, dtype=bool)
@@ -242,7 +217,7 @@ class LockstepSampler:
             reg += np.where(ok, mos.regularised, 0)
         else:
             c_delta = c
-        ll, chol, ok_l, jit = self.loglik(c_delta, sigma2, self.y - f)
+        ll, chol, ok_l, jit = self.cov.loglik(c_delta, sigma2, self.y - f)
         reg += (jit & ok).astype(int)
         chol_fail |= ok & ~ok_l
         ok &= ok_l
@@ -251,14 +226,6 @@ class LockstepSampler:
                 "chol": chol, "lp": lp, "ok": ok, "ode_fail": ode_fail,
                 "out_of_support": lanes & ~np.isfinite(prior), "regularised": reg,
                 "chol_fail": chol_fail}
-
-    def loglik(self, c_delta: np.ndarray, sigma2: np.ndarray, resid: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``log N(resid; 0, C_delta + sigma2 I)`` per lane (the covariance as one
-        T x T block per lane on a KOH full grid)."""
-        if self.kron is not None:
-            return self.kron.loglik(c_delta, sigma2, resid)
-        return loglik_batch(c_delta, sigma2, resid)
 
     @staticmethod
     def accept(st: dict[str, Any], new: dict[str, Any], take: np.ndarray) -> None:
@@ -330,21 +297,13 @@ def draw_delta(sampler: LockstepSampler, st: dict[str, Any], sigma2: np.ndarray,
                streams: Streams, chol_c: np.ndarray) -> np.ndarray:
     """Exact delta draws for every lane by Matheron's rule (as the sequential sampler);
     on a KOH full grid with the T x T blocks (the same draws up to round-off)."""
-    m = st["f"].shape[1]
-    kron = sampler.kron
-    z = streams.normal((m,))
-    if kron is not None:
-        d0 = kron.from_blocks(np.einsum("cij,cjk->cik", chol_c, kron.to_blocks(z)))
-    else:
-        d0 = np.einsum("cij,cj->ci", chol_c, z)
+    m, cov = st["f"].shape[1], sampler.cov
+    d0 = cov.matvec(chol_c, streams.normal((m,)))
     if st["mos"] is not None:
         d0 = st["mos"].project(d0)
     e0 = np.sqrt(sigma2)[:, None] * streams.normal((m,))
     rhs = sampler.y - st["f"] - d0 - e0
-    if kron is not None:
-        coef = chol_solve_batch(st["chol"], kron.to_blocks(rhs))
-        return d0 + kron.from_blocks(np.einsum("cij,cjk->cik", st["c_delta"], coef))
-    return d0 + np.einsum("cij,cj->ci", st["c_delta"], chol_solve_batch(st["chol"], rhs))
+    return d0 + cov.gain(st["c_delta"], st["chol"], rhs)
 
 
 class LockstepRun:
@@ -354,7 +313,7 @@ class LockstepRun:
     def __init__(self, sampler: LockstepSampler, st: dict[str, Any], sigma2: np.ndarray,
                  streams: Streams, capacity: int) -> None:
         self.s, self.st, self.sigma2, self.streams = sampler, st, sigma2, streams
-        n_lane, d, m = st["x"].shape[0], sampler.d, sampler.pb.m
+        n_lane, d = st["x"].shape[0], sampler.d
         self.n_lane = n_lane
         self.it = 0
         self.start = st["theta"].copy()
@@ -365,8 +324,7 @@ class LockstepRun:
         self.hist = np.empty((capacity, n_lane, d))
         self.acc_block = np.zeros(n_lane)
         self.acc_total = np.zeros(n_lane)
-        size = m if sampler.kron is None else sampler.kron.n_t
-        self.chol_c = np.zeros((n_lane, size, size))
+        self.chol_c = np.zeros((n_lane, sampler.cov.size, sampler.cov.size))
         self.chol_c_ok = np.zeros(n_lane, dtype=bool)
         self.counts = {k: np.zeros(n_lane, dtype=int) for k in
                        ("ode_failures", "out_of_bounds", "regularised", "cholesky_failures")}
@@ -424,7 +382,7 @@ class LockstepRun:
             resid = s.y - st["f"] - delta
             self.sigma2 = (b0 + 0.5 * np.einsum("cm,cm->c", resid, resid)) / streams.gamma(
                 shape)
-            ll, chol, ok_l, jit = s.loglik(st["c_delta"], self.sigma2, s.y - st["f"])
+            ll, chol, ok_l, jit = s.cov.loglik(st["c_delta"], self.sigma2, s.y - st["f"])
             self.counts["regularised"] += jit
             self.counts["cholesky_failures"] += ~ok_l
             st["chol"] = chol
@@ -515,7 +473,7 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
                          "fixed length")
     chains = cfg.chains
     sampler = LockstepSampler(pbs, cfg, hypers, chains, kron)
-    streams = Streams(rngs, chains)
+    streams = Streams(rngs, sampler.slices)
     starts = np.concatenate([np.repeat(np.asarray(i["theta"], dtype=np.float64)[None], chains,
                                        axis=0) for i in inits])
     hyper0 = np.concatenate([np.repeat(np.asarray(i.get("hyper", h.start()),
@@ -552,10 +510,11 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
         return diagnose({"theta": dr["theta"][sl], "gamma": np.exp(dr["hyp"][sl, ..., 0]),
                          "ell": np.exp(dr["hyp"][sl, ..., 1]), "sigma2": dr["s2"][sl]})
 
-    r_hat, ess = check(sampler.slices[0])
     stop = "fixed_length"
     extra: dict[str, Any] = {}
-    if until is not None:
+    r_hat = ess = float("nan")
+    if until is not None:         # one run (checked above): its R-hat, ESS decide
+        r_hat, ess = check(sampler.slices[0])
         block = until.block or cfg.iterations
         discard = cfg.burn_in
         while True:
@@ -589,13 +548,15 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
         bar.close()
     thresholds = (until.r_hat, until.ess_bulk) if until is not None else (R_HAT_MAX, ESS_BULK_MIN)
     dr = state.draws(drop, cfg.thin)
+    # diagnostics on every kept draw (unthinned), stacked once for all runs
     diag = dr if cfg.thin == 1 else state.draws(drop, keys=("theta", "hyp", "s2"))
     out = []
     for g, sl in enumerate(sampler.slices):
-        if g:
+        if until is None:
             r_hat, ess = check(sl, diag)
         record: dict[str, Any] = {"engine": "vectorized", "forward": sampler.fwd.mode,
-                                  "covariance": "kronecker" if sampler.kron else "full",
+                                  "covariance": "kronecker"
+                                  if isinstance(sampler.cov, KronLayout) else "full",
                                   "protocol": inits[g].get("protocol", "honest"), **extra}
         if len(pbs) > 1:
             record["batched_runs"] = len(pbs)

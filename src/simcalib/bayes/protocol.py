@@ -45,6 +45,27 @@ class HyperPrior:
         inside = (lg >= g0) & (lg <= g1) & (ll >= l0) & (ll <= l1)
         return np.where(inside, lg + ll, -np.inf)
 
+    @classmethod
+    def for_lanes(cls, hypers: list[HyperPrior], group: np.ndarray) -> HyperPrior:
+        """The priors of several runs as one prior with per-lane arrays (lane l belongs
+        to run ``group[l]``): :meth:`log_density` then evaluates every lane at once
+        with its own run's values.  The runs must all be boxed or all not (they share
+        a protocol)."""
+        boxed = {h.box is not None for h in hypers}
+        if len(boxed) != 1:
+            raise ValueError("runs sharing a batch must share the protocol")
+
+        def col(values: list[Any]) -> np.ndarray:
+            return np.asarray(values, dtype=np.float64)[group]
+
+        gp = np.array([h.gamma_prior for h in hypers], dtype=np.float64)
+        ep = np.array([h.ell_prior for h in hypers], dtype=np.float64)
+        box = None
+        if boxed == {True}:
+            b = np.array([h.box for h in hypers], dtype=np.float64)       # (runs, 2, 2)
+            box = ((col(b[:, 0, 0]), col(b[:, 0, 1])), (col(b[:, 1, 0]), col(b[:, 1, 1])))
+        return cls((col(gp[:, 0]), col(gp[:, 1])), (col(ep[:, 0]), col(ep[:, 1])), box)
+
     def start(self) -> np.ndarray:
         """Where chains start the hyperparameters: prior medians (honest)."""
         return np.array([self.gamma_prior[0], self.ell_prior[0]], dtype=np.float64)
