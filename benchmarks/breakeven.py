@@ -49,14 +49,14 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from simcalib import io  # noqa: E402
 from simcalib.config import load_config  # noqa: E402
-from simcalib.metamodel.network import train_metamodel  # noqa: E402
 from simcalib.metamodel.strategies import calibrate, compute_anchors, get  # noqa: E402
 from simcalib.metamodel.strategies.ledger import TargetRun, read_targets  # noqa: E402
 from simcalib.metamodel.strategies.runner import default_optimize, rescore  # noqa: E402
 from simcalib.metamodel.strategies.settings import merged_settings, solver_options  # noqa: E402
+from simcalib.metamodel.training import train_metamodel  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
-from simcalib.simulation import make_targets, simulate_rows  # noqa: E402
 from simcalib.study import Study, get_study  # noqa: E402
+from simcalib.study.simulation import make_targets, simulate_rows  # noqa: E402
 
 OUT = ROOT / "results" / "benchmarks"
 STUDIES = ("epidemic_mean", "epidemic", "rosenbrock")

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from simcalib.config import load_config  # noqa: E402
-from simcalib.metamodel.network import Metamodel  # noqa: E402
+from simcalib.metamodel.training import Metamodel  # noqa: E402
 from simcalib.simulators.epidemic import (  # noqa: E402
     OUTPUTS,
     options_from_mapping,

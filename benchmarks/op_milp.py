@@ -37,10 +37,11 @@ from simcalib import io
 from simcalib.config import load_config
 from simcalib.metamodel.milp import SolverLicenceError, build_problem, optimize
 from simcalib.metamodel.milp.warmstart import multistart_lbfgs, sample_search
-from simcalib.metamodel.network import Metamodel, train_metamodel
+from simcalib.metamodel.model import Metamodel
+from simcalib.metamodel.training import train_metamodel
 from simcalib.seeds import rng
-from simcalib.simulation import make_targets, simulate_rows
 from simcalib.study import get_study
+from simcalib.study.simulation import make_targets, simulate_rows
 
 NETS = {"2x16": [16, 16], "1x32": [32], "2x32": [32, 32], "2x64": [64, 64],
         "3x64": [64, 64, 64], "2x128": [128, 128], "1x256": [256]}

@@ -21,8 +21,8 @@ def test_quickstart_recovers_the_known_inputs() -> None:
 
 def test_misspelled_keywords_are_errors() -> None:
     from simcalib.metamodel.milp.optimize import solver_settings
-    from simcalib.metamodel.network import train_metamodel
     from simcalib.metamodel.strategies.settings import merged_settings
+    from simcalib.metamodel.training import train_metamodel
 
     df = pd.DataFrame({"a": range(20), "y": range(20)})
     with pytest.raises(ConfigError, match=r"metamodel\.hiden.*did you mean 'hidden'"):

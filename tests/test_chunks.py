@@ -14,15 +14,15 @@ import pytest
 
 from simcalib.config import load_config
 from simcalib.errors import DataError
-from simcalib.journal import journal_path
-from simcalib.simulation import (
+from simcalib.study import Study, get_study
+from simcalib.study.journal import journal_path
+from simcalib.study.simulation import (
     Progress,
     failure_digest,
     make_design,
     run_chunk,
     summarize,
 )
-from simcalib.study import Study, get_study
 from tests.chunk_fixtures import counting_config, started
 
 ROSEN = {"simulator": {"type": "rosenbrock", "options": {"noise_sd": 0.1}},
@@ -122,7 +122,7 @@ def test_progress_lines_show_counts_and_eta(caplog: pytest.LogCaptureFixture) ->
     p = Progress("s chunk 0", total=10, resumed=2, every_s=10.0, clock=lambda: now[0])
     for s in ("ok", "ok"):
         p.add(s)
-    with caplog.at_level(logging.INFO, logger="simcalib.simulation"):
+    with caplog.at_level(logging.INFO, logger="simcalib.study.simulation"):
         for i, s in enumerate(["ok", "error", "ok", "ok"]):
             now[0] = 2.0 * (i + 1)
             p.add(s)
@@ -150,7 +150,7 @@ def test_summary_counts_warnings_and_names_failures() -> None:
 
 
 def test_training_on_too_few_rows_names_the_failure() -> None:
-    from simcalib.metamodel.network import train_metamodel
+    from simcalib.metamodel.training import train_metamodel
 
     df = pd.DataFrame({"x": np.linspace(0, 1, 12), "q": np.nan,
                        "status": ["missing_output"] * 9 + ["ok"] * 3,
@@ -171,7 +171,7 @@ def test_max_parallel_caps_the_threads(tmp_path: Path) -> None:
 
 
 def test_report_runtime_uses_the_chunks_own_cpu_count(tmp_path: Path) -> None:
-    from simcalib.report import collect_benchmarks, runtime_table
+    from simcalib.report.build import collect_benchmarks, runtime_table
 
     rules = tmp_path / "results" / "benchmarks" / "rules" / "s"
     rules.mkdir(parents=True)

@@ -14,7 +14,7 @@ import yaml
 
 from simcalib import timing
 from simcalib.cli import main
-from simcalib.journal import journal_path
+from simcalib.study.journal import journal_path
 
 CFG = {
     "seed": 11,

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from simcalib.errors import ConfigError, DataError
-from simcalib.metamodel.network import Metamodel, fine_tune, train_metamodel
+from simcalib.metamodel.model import Metamodel
+from simcalib.metamodel.training import fine_tune, train_metamodel
 
 FAST = {"hidden": [16, 16], "epochs": 150, "batch_size": 64, "patience": 40, "lr": 5e-3,
         "threads": 1, "solvable": {"enabled": False}}  # solvable: tests/test_solvable.py
@@ -117,7 +118,7 @@ def test_bad_config_and_data():
 
 def test_config_checks(repo):
     from simcalib.config import load_yaml, validate_schema
-    from simcalib.metamodel.network import check_config
+    from simcalib.metamodel.checks import check_metamodel_config as check_config
 
     cfg = validate_schema(load_yaml(repo / "config" / "config.yaml"))
     check_config(cfg)  # the shipped config passes

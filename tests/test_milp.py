@@ -17,8 +17,8 @@ from simcalib.metamodel.milp import (
     optimize,
 )
 from simcalib.metamodel.milp.bounds import interval_bounds, tighten_bounds
-from simcalib.metamodel.network import Metamodel, build_net
-from simcalib.space import space_from_config
+from simcalib.metamodel.model import Metamodel, build_net
+from simcalib.study.space import space_from_config
 
 HIGHS = {"backend": "highs", "time_limit": 30, "threads": 1,
          "warm_start": {"samples": 2000, "local": 2}}

@@ -69,17 +69,17 @@ def test_train_then_optimize(tmp_path, capsys):
 
 
 def test_trust_flag_names_low_r2_and_unproven_results():
-    from types import SimpleNamespace
+    from simcalib.metamodel.trust import default_min_r2, judge, op_flag
 
-    from simcalib.metamodel.milp.targets import low_r2_outputs, trust_flag
-
-    ok = SimpleNamespace(status="optimal", gap=0.0)
-    limited = SimpleNamespace(status="time_limit", gap=0.0421)
-    assert trust_flag(ok, []) == ""
-    assert trust_flag(limited, []) == "unproven(time_limit, gap 0.0421)"
-    assert trust_flag(limited, ["q"]) == "low_r2; unproven(time_limit, gap 0.0421)"
-    # metamodels written before the flag existed: recomputed from test_r2 and min_r2
-    old = SimpleNamespace(info={"test_r2": {"p": 0.99, "q": 0.5}})
-    assert low_r2_outputs(old) == ["q"]
-    assert low_r2_outputs(SimpleNamespace(info={"test_r2": {"p": 0.95}, "min_r2": 0.97})) \
-        == ["p"]
+    good = judge({"test_r2": {"p": 0.99, "q": 0.95}, "min_r2": 0.9})
+    weak = judge({"test_r2": {"p": 0.99, "q": 0.5}, "min_r2": 0.9})
+    assert good.ok and good.weak_outputs == [] and good.warning() is None
+    assert not weak.ok and weak.weak_outputs == ["q"] and "0.500" in weak.warning()
+    assert op_flag("optimal", 0.0, good) == ""
+    assert op_flag("time_limit", 0.0421, good) == "unproven(time_limit, gap 0.0421)"
+    assert op_flag("time_limit", 0.0421, weak) == "low_r2; unproven(time_limit, gap 0.0421)"
+    # the threshold recorded at training decides, not today's default
+    assert judge({"test_r2": {"p": 0.95}, "min_r2": 0.97}).weak_outputs == ["p"]
+    # no recorded threshold: the schema's default; no metrics at all is not a pass
+    assert judge({"test_r2": {"p": default_min_r2() - 1e-9}}).weak_outputs == ["p"]
+    assert not judge({}).ok and "no test R" in judge({}).warning()

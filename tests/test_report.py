@@ -11,9 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simcalib import report, report_html
-from simcalib import report_sections as sec
 from simcalib.commands import report as cmd
+from simcalib.report import build as report
+from simcalib.report import html as report_html
+from simcalib.report import sections as sec
 
 
 def _write(path: Path, df: pd.DataFrame) -> None:

@@ -113,7 +113,7 @@ def test_torch_archive_name_is_fixed(tmp_path: Path) -> None:
 
 
 def test_metamodel_save_is_byte_identical(tmp_path: Path) -> None:
-    from simcalib.metamodel.network import train_metamodel
+    from simcalib.metamodel.training import train_metamodel
 
     g = np.random.default_rng(0)
     df = pd.DataFrame(g.random((60, 2)), columns=["a", "b"])

@@ -22,8 +22,8 @@ import yaml
 
 from simcalib.config import load_config
 from simcalib.io import write_csv
-from simcalib.simulation import make_design
 from simcalib.study import get_study
+from simcalib.study.simulation import make_design
 from tests.chunk_fixtures import counting_config, started
 from tests.conftest import REPO
 

@@ -8,9 +8,9 @@ import pytest
 
 from simcalib.errors import ConfigError
 from simcalib.seeds import int_seed, rng, row_seeds
-from simcalib.simulation import make_design, make_targets, simulate_rows
 from simcalib.simulators import finalize, make_simulator
 from simcalib.study import Study
+from simcalib.study.simulation import make_design, make_targets, simulate_rows
 
 ROSEN = {
     "simulator": {"type": "rosenbrock"},

@@ -14,10 +14,11 @@ from simcalib.metamodel.milp import build_problem, highs_backend, optimize
 from simcalib.metamodel.milp.bounds import tighten_bounds
 from simcalib.metamodel.milp.boxbounds import box_bounds, clear_cache
 from simcalib.metamodel.milp.warmstart import multistart_lbfgs
-from simcalib.metamodel.network import Metamodel, build_net, train_metamodel
+from simcalib.metamodel.model import Metamodel, build_net
 from simcalib.metamodel.solvable import interval_preacts, rs_penalty
+from simcalib.metamodel.training import train_metamodel
 from simcalib.seeds import rng
-from simcalib.space import space_from_config
+from simcalib.study.space import space_from_config
 
 HIGHS = {"backend": "highs", "time_limit": 30, "threads": 1,
          "warm_start": {"samples": 2000, "local": 2, "starts": 4}}
@@ -176,7 +177,7 @@ def test_low_r2_is_flagged_with_a_warning(caplog):
         _, m = train_metamodel(df, ["a", "b", "c"], ["p", "q"], {**FAST, "epochs": 30},
                                seed=0, study="noisy")
     assert m["low_r2_outputs"] == ["q"] and m["r2_ok"] is False and m["min_r2"] == 0.9
-    assert any("below min_r2" in r.getMessage() and "q" in r.getMessage()
+    assert any("below metamodel.min_r2" in r.getMessage() and "q" in r.getMessage()
                for r in caplog.records)
 
 
@@ -185,8 +186,8 @@ def test_code_defaults_mirror_the_schemas():
     defaults (used by direct API calls) equal the schema's (used by the workflow)."""
     from simcalib.config import SCHEMA_DIR, load_yaml
     from simcalib.metamodel.milp import SOLVER_DEFAULTS
-    from simcalib.metamodel.network import DEFAULTS
     from simcalib.metamodel.solvable import SOLVABLE_DEFAULTS
+    from simcalib.metamodel.training import DEFAULTS
 
     mm = load_yaml(SCHEMA_DIR / "metamodel.schema.yaml")["properties"]
     assert DEFAULTS["min_r2"] == mm["min_r2"]["default"]

@@ -8,7 +8,7 @@ import pytest
 
 from simcalib.errors import ConfigError
 from simcalib.expressions import ExpressionError, parse_linear_constraint
-from simcalib.space import space_from_config, unit_sample
+from simcalib.study.space import space_from_config, unit_sample
 
 ROSEN = {
     "parameters": {"x": {"lower": "a - 1", "upper": "a + 1"},

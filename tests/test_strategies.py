@@ -18,9 +18,9 @@ import pytest
 from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel import strategies as st
 from simcalib.metamodel.strategies.adaptive import at_region_edge, round_sizes
-from simcalib.simulation import simulate_rows
 from simcalib.simulators.rosenbrock import rosenbrock
 from simcalib.study import Study
+from simcalib.study.simulation import simulate_rows
 
 SEED = 11
 

@@ -13,11 +13,9 @@ import pytest
 
 from simcalib import io
 from simcalib.cli import main
-from simcalib.simulation import make_design, make_targets, simulate_rows
+from simcalib.metamodel.training import train_metamodel
 from simcalib.study import Study
-
-metamodel = pytest.importorskip("simcalib.metamodel.network")
-pytest.importorskip("simcalib.metamodel.milp")
+from simcalib.study.simulation import make_design, make_targets, simulate_rows
 
 SEED = 3
 CFG = {
@@ -38,7 +36,7 @@ def setup(tmp_path_factory) -> dict:
     d = tmp_path_factory.mktemp("cal")
     study = Study("rosen", CFG)
     ds = simulate_rows(study, make_design(study, SEED), SEED)
-    mm, _ = metamodel.train_metamodel(ds, study.input_names, study.outputs,
+    mm, _ = train_metamodel(ds, study.input_names, study.outputs,
                                       {"hidden": [8, 8], "epochs": 40, "patience": 40,
                                        "threads": 1}, SEED, "rosen")
     mm.save(d / "mm")

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from simcalib.metamodel.milp import optimize
-from simcalib.metamodel.network import train_metamodel
 from simcalib.metamodel.strategies import calibrate, summarize
-from simcalib.simulation import make_design, simulate_rows
+from simcalib.metamodel.training import train_metamodel
 from simcalib.study import Study
+from simcalib.study.simulation import make_design, simulate_rows
 
 SEED = 7
 TRUE = {"k": 1.2, "c": 0.4}

@@ -251,7 +251,7 @@ def _import_checks() -> None:
 
 
 # Modules that register @semantic_check functions.
-CHECK_MODULES: list[str] = ["simcalib.study", "simcalib.observations",
+CHECK_MODULES: list[str] = ["simcalib.study.checks",
                              "simcalib.metamodel.checks", "simcalib.multisource.checks",
                              "simcalib.bayes.checks"]
 

@@ -75,12 +75,11 @@ rule cal_run:
         solver=cal_solver,
         extra=cal_extra_args,
         seed=config["seed"],
-        min_r2=cal_min_r2,
     shell:
         "python -m simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
-        "{params.extra} --min-r2 {params.min_r2} --output {output.records} "
+        "{params.extra} --output {output.records} "
         "--output-runs {output.runs} > {log} 2>&1"
 
 
@@ -108,12 +107,10 @@ rule cal_summary:
         pairs=lambda w: " ".join(
             f"{s}=results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)
         ),
-        min_r2=cal_min_r2,
     shell:
         "python -m simcalib cal-summary --records {params.pairs} --output {output.summary} "
         "--output-figure {output.figure} --title '{wildcards.study}' "
-        "--metamodel-info {input.meta} "
-        "--min-r2 {params.min_r2} > {log} 2>&1"
+        "--metamodel-info {input.meta} > {log} 2>&1"
 
 
 rule cal_rs_vs_op:

@@ -147,7 +147,6 @@ class ODEModel:
         if len(z0) != self.n_state:
             raise ValueError(f"z0 has {len(z0)} values for {self.n_state} states "
                              f"{self.state_names}")
-        self.z0_spec = z0
         if all(not isinstance(v, str) for v in z0):
             self.z0 = np.asarray(z0, dtype=np.float64)
             self._z0_fn = None

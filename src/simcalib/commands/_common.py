@@ -47,11 +47,11 @@ def add_study_args(p: argparse.ArgumentParser,
 
 
 def study_from_args(args: argparse.Namespace) -> Any:
-    from simcalib.study import Study
+    from simcalib.study.model import Study
 
     if getattr(args, "config", None):
         from simcalib.config import load_config
-        from simcalib.study import get_study
+        from simcalib.study.model import get_study
 
         return get_study(load_config(args.config), args.study)
     return Study(args.study, load_params(args.params))

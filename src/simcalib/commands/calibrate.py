@@ -74,9 +74,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", required=True, help="per-target records CSV to write")
     p.add_argument("--output-runs", dest="runs",
                    help="run log CSV to write (every simulator run, failed or not)")
-    p.add_argument("--min-r2", type=float, default=None,
-                   help="warn when the metamodel's test R2 on any output is below this "
-                   "(metamodel.min_r2; default 0.9)")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("cal-summary",
@@ -95,8 +92,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metamodel-info",
                    help="the study's metamodel.json: adds the trust columns "
                    "(metamodel_min_test_r2, metamodel_ok, op_unproven) and warnings")
-    p.add_argument("--min-r2", type=float, default=None,
-                   help="test R2 threshold for metamodel_ok (metamodel.min_r2; default 0.9)")
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("cal-sweep", help="PtS proximity sweep table and Fig. 5",
@@ -148,7 +143,7 @@ def _solver(args: argparse.Namespace) -> dict:
 def _study(args: argparse.Namespace):
     """The study (``--params`` keeps the config's key order: the order of parameters and
     contexts is the metamodel's input order)."""
-    from simcalib.study import Study
+    from simcalib.study.model import Study
 
     if getattr(args, "config", None):
         return study_from_args(args)
@@ -156,7 +151,7 @@ def _study(args: argparse.Namespace):
 
 
 def _load(args: argparse.Namespace):
-    from simcalib.metamodel.network import Metamodel
+    from simcalib.metamodel.model import Metamodel
     from simcalib.metamodel.strategies.ledger import check_compatible
 
     study = _study(args)
@@ -172,14 +167,13 @@ def _records(path: str) -> pd.DataFrame:
                                   "runs", "failed_runs", "seconds"])
 
 
-def _warn_metamodel(mm, min_r2: float) -> None:
-    """A WARNING in the job's log when the metamodel's test R2 is below the threshold."""
-    from simcalib.metamodel.strategies.summary import metamodel_trust, trust_warnings
+def _warn_metamodel(mm) -> None:
+    """A WARNING in the job's log when the metamodel is not trusted (the threshold is
+    the one recorded in its metamodel.json)."""
+    from simcalib.metamodel.trust import judge
 
-    trust = metamodel_trust({"test_r2": mm.test_r2}, min_r2)
-    row = pd.DataFrame([{k: trust[k] for k in ("metamodel_min_test_r2", "metamodel_min_r2",
-                                               "metamodel_ok")}])
-    for line in trust_warnings(row, trust["metamodel_weak_outputs"]):
+    line = judge(mm.info).warning(mm.study or "metamodel")
+    if line:
         log.warning(line)
 
 
@@ -207,7 +201,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if "metamodel" in study.cfg:
         settings["metamodel"] = study.cfg["metamodel"]
     anchors = timing.read_csv(args.anchors, ["target_id"]) if args.anchors else None
-    _warn_metamodel(mm, _min_r2(args, study.cfg))
+    _warn_metamodel(mm)
     t0 = time.perf_counter()
     rec, runs = calibrate(study, mm, targets, args.strategy, settings, _solver(args),
                           seed_from_args(args), proximity=args.proximity, anchors=anchors,
@@ -229,31 +223,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _min_r2(args: argparse.Namespace, cfg) -> float:
-    from simcalib.metamodel.strategies.summary import DEFAULT_MIN_R2
-
-    if args.min_r2 is not None:
-        return float(args.min_r2)
-    return float((cfg.get("metamodel") or {}).get("min_r2", DEFAULT_MIN_R2))
-
-
 def cmd_summary(args: argparse.Namespace) -> int:
     from simcalib.metamodel.plots import fig_rs_vs_op, fig_strategies
-    from simcalib.metamodel.strategies.summary import (
-        DEFAULT_MIN_R2,
-        metamodel_trust,
-        summarize,
-        trust_warnings,
-    )
+    from simcalib.metamodel.strategies.summary import summarize, trust_warnings
+    from simcalib.metamodel.trust import judge
 
     recs = {k: _records(v) for k, v in _pairs(args.records, "--records")}
     trust = None
     if args.metamodel_info:
-        trust = metamodel_trust(io.read_json(args.metamodel_info),
-                                DEFAULT_MIN_R2 if args.min_r2 is None else args.min_r2)
+        trust = judge(io.read_json(args.metamodel_info))
     summ = summarize(recs, trust=trust)
     timing.write_csv(summ, args.output)
-    for line in trust_warnings(summ, trust["metamodel_weak_outputs"] if trust else None):
+    for line in trust_warnings(summ, trust):
         log.warning(line)
     if args.figure:
         fig_strategies(recs, args.figure, args.title)

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _train_params(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[str]]:
     if args.config:
         from simcalib.config import load_config
-        from simcalib.study import get_study
+        from simcalib.study.model import get_study
 
         study = get_study(load_config(args.config), args.study)
         return dict(study.cfg.get("metamodel") or {}), study.input_names, study.outputs
@@ -59,7 +59,7 @@ def _train_params(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from simcalib.metamodel.network import train_metamodel
+    from simcalib.metamodel.training import train_metamodel
 
     cfg, inputs, outputs = _train_params(args)
     if args.threads:
@@ -86,12 +86,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _optimize_params(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    from simcalib.space import space_from_config
+    from simcalib.study.space import space_from_config
 
     key = f"studies.{args.study}"
     if args.config:
         from simcalib.config import load_config
-        from simcalib.study import get_study
+        from simcalib.study.model import get_study
 
         config = load_config(args.config)
         study = get_study(config, args.study)
@@ -109,7 +109,7 @@ def _optimize_params(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dic
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from simcalib.metamodel.network import Metamodel
+    from simcalib.metamodel.model import Metamodel
 
     space, opt, solver = _optimize_params(args)
     if args.threads:

@@ -46,8 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from simcalib import io, report, report_html
-    from simcalib import report_sections as sec
+    from simcalib import io
+    from simcalib.report import build as report
+    from simcalib.report import html as report_html
+    from simcalib.report import sections as sec
 
     results = Path(args.results)
     runtime = report.runtime_table(report.collect_benchmarks(results / "benchmarks" / "rules"))

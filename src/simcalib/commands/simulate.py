@@ -8,7 +8,7 @@ import logging
 from simcalib import io, timing
 from simcalib.commands._common import add_study_args, seed_from_args, study_from_args
 
-log = logging.getLogger("simcalib.simulation")
+log = logging.getLogger("simcalib.study.simulation")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_design(args: argparse.Namespace) -> int:
-    from simcalib.simulation import make_design
+    from simcalib.study.simulation import make_design
 
     study = study_from_args(args)
     df = make_design(study, seed_from_args(args))
@@ -82,9 +82,9 @@ def cmd_design(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from simcalib.journal import journal_path
-    from simcalib.merge import file_sha256
-    from simcalib.simulation import chunk_rows, run_chunk
+    from simcalib.study.journal import journal_path
+    from simcalib.study.merge import file_sha256
+    from simcalib.study.simulation import chunk_rows, run_chunk
 
     study = study_from_args(args)
     design = io.read_csv(args.design, required=["run_id", *study.input_names])
@@ -103,10 +103,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from simcalib import journal
     from simcalib.errors import DataError
-    from simcalib.merge import merge_chunks
-    from simcalib.simulation import failure_digest, summarize
+    from simcalib.study import journal
+    from simcalib.study.merge import merge_chunks
+    from simcalib.study.simulation import failure_digest, summarize
 
     design = io.read_csv(args.design, required=["run_id"])
     metas = [timing.read_json(m) for m in args.metas] if args.metas else None
@@ -138,8 +138,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    from simcalib.observations import observed_file, read_observations, set_key
-    from simcalib.simulation import make_targets, simulate_rows
+    from simcalib.study.observations import observed_file, read_observations, set_key
+    from simcalib.study.simulation import make_targets, simulate_rows
 
     study = study_from_args(args)
     seed = seed_from_args(args)

@@ -6,7 +6,7 @@ target with one of the calibration strategies.
 Modules, one job each (shaped like :mod:`simcalib.bayes` and
 :mod:`simcalib.multisource`):
 
-* :mod:`~simcalib.metamodel.network` -- the ReLU metamodel (torch): training with
+* :mod:`~simcalib.metamodel.model` -- the ReLU metamodel (torch): training with
   scalers and per-output R², prediction, MC dropout, fine-tuning, files;
 * :mod:`~simcalib.metamodel.milp` -- Optimally-Predict: bounds, formulations, HiGHS
   and Gurobi backends, warm starts, alternative optima;
@@ -17,5 +17,5 @@ Modules, one job each (shaped like :mod:`simcalib.bayes` and
 * :mod:`~simcalib.metamodel.plots` -- the calibration figures.
 
 Importing this package is light (no torch): the network is imported from
-:mod:`simcalib.metamodel.network` where it is needed.
+:mod:`simcalib.metamodel.model` where it is needed.
 """

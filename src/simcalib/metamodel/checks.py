@@ -11,7 +11,7 @@ from typing import Any
 from simcalib.config import schema_defaults, schema_patch, semantic_check
 from simcalib.errors import ConfigError
 from simcalib.metamodel.strategies.settings import check_settings, merged_settings
-from simcalib.study import Study
+from simcalib.study.model import Study
 
 
 @schema_patch("calibration.schema.yaml")

@@ -48,6 +48,8 @@ import torch
 from torch import nn
 
 from simcalib.config import schema_defaults
+from simcalib.metamodel.model import DTYPE, r2_scores
+from simcalib.seeds import int_seed
 
 log = logging.getLogger(__name__)
 
@@ -216,8 +218,6 @@ def solvable_phase(net: nn.Sequential, c: Mapping[str, Any], Xs: np.ndarray,
     seconds keeps its accuracy: the fine-tuning's small R² loss costs calibration error
     where the metamodel's error dominates); returns its record with the plain net's test
     R² (raw units, per output index) for comparison, or None."""
-    from simcalib.metamodel.network import DTYPE, r2_scores
-    from simcalib.seeds import int_seed
 
     sc = settings(c.get("solvable"))
     if sc["enabled"] is False:

@@ -147,8 +147,6 @@ OUTPUTS: list[str] = [
     "sar_highrisk_pregnant_30_64",
 ]
 
-AGE_GROUPS: tuple[str, ...] = ("0-4", "5-18", "19-29", "30-64", "65+")
-
 # US population shares by FluTE age group (approximately the 2010 US census).
 _AGE_SHARES = (0.065, 0.188, 0.150, 0.465, 0.132)
 

@@ -47,11 +47,6 @@ def cal_params(wildcards):
     return as_json(out)
 
 
-def cal_min_r2(wildcards):
-    """metamodel.min_r2 (the schema's default once that key exists; 0.9 until then)."""
-    return config["studies"][wildcards.study].get("metamodel", {}).get("min_r2", 0.9)
-
-
 def cal_study_only(wildcards):
     cfg = config["studies"][wildcards.study]
     return as_json({k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg})

@@ -1,8 +1,8 @@
 # Input functions, params and constants of the simulate rules (workflow/rules/simulate.smk),
 # kept apart from the rules as `snakemake --lint` asks.
 
-from simcalib.observations import observed_file, resolve
-from simcalib.simulation import n_chunks
+from simcalib.study.observations import observed_file, resolve
+from simcalib.study.simulation import n_chunks
 
 # Keys each step reads, so a change elsewhere (metamodel, strategies) never re-simulates.
 DESIGN_KEYS = ("parameters", "contexts", "constraints", "design")

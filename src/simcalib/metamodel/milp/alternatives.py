@@ -22,8 +22,8 @@ from simcalib.errors import ConfigError
 from simcalib.metamodel.milp.formulation import MILPModel, build_milp
 from simcalib.metamodel.milp.optimize import finish, prepare
 from simcalib.metamodel.milp.problem import OPProblem, OPResult
-from simcalib.metamodel.network import Metamodel
-from simcalib.space import Space
+from simcalib.metamodel.model import Metamodel
+from simcalib.study.space import Space
 
 
 def _exclude(model: MILPModel, problem: OPProblem, space: Space, x_prev: np.ndarray,

@@ -29,9 +29,9 @@ from simcalib.metamodel.milp.problem import (
 )
 from simcalib.metamodel.milp.warmstart import local_refine, multistart_lbfgs
 from simcalib.metamodel.milp.warmstart import warm_start as search_warm_start
-from simcalib.metamodel.network import Metamodel
+from simcalib.metamodel.model import Metamodel
 from simcalib.seeds import rng
-from simcalib.space import Space
+from simcalib.study.space import Space
 
 log = logging.getLogger(__name__)
 

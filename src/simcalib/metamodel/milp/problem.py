@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from simcalib.errors import ConfigError, DataError, SimcalibError
-from simcalib.metamodel.network import DTYPE, Metamodel
-from simcalib.space import Space
+from simcalib.metamodel.model import DTYPE, Metamodel
+from simcalib.study.space import Space
 
 
 class ForwardCheckError(SimcalibError):

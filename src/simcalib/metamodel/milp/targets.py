@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from simcalib.metamodel import trust
 from simcalib.progress import eta
 
 log = logging.getLogger(__name__)
@@ -24,11 +25,11 @@ def solve_targets(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: d
 
     alt = opt.get("alternatives") or {}
     k = int(alt.get("k", 1))
-    low = low_r2_outputs(mm)
+    verdict = trust.judge(mm.info)
+    low = verdict.weak_outputs
     if low:
         log.warning("%s: the metamodel's test R2 is below min_r2 = %g for %s; every OP "
-                    "result below is flagged low_r2", study, float(mm.info.get("min_r2", 0.9)),
-                    low)
+                    "result below is flagged low_r2", study, verdict.min_r2, low)
     rows = []
     t0 = time.perf_counter()
     for k_done, (_, row) in enumerate(targets.iterrows(), 1):
@@ -53,7 +54,7 @@ def solve_targets(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: d
             out.update({"objective": r.objective, "bound": r.bound, "gap": r.gap,
                         "status": r.status, "time_limited": r.time_limited,
                         "seconds": round(r.seconds, 4), "nodes": r.nodes, "backend": r.backend,
-                        "low_r2": bool(low), "flag": trust_flag(r, low)})
+                        "low_r2": bool(low), "flag": trust.op_flag(r.status, r.gap, verdict)})
             if r.status != "optimal":
                 log.warning("%s target %d rank %d: not proven optimal (%s, gap %.3g): the "
                             "point may not be the metamodel's best", study, tid, rank,
@@ -66,23 +67,3 @@ def solve_targets(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: d
     # inputs in the metamodel's (the config's) order, whatever order the space has
     first = ["target_id", "rank", *mm.input_names]
     return df[first + [c for c in df.columns if c not in first]]
-
-
-def low_r2_outputs(mm: Any) -> list[str]:
-    """Outputs whose test R² is below the metamodel's ``min_r2`` (recomputed from
-    ``test_r2`` for metamodels trained before the flag existed)."""
-    if "low_r2_outputs" in mm.info:
-        return list(mm.info["low_r2_outputs"])
-    thr = float(mm.info.get("min_r2", 0.9))
-    return [o for o, v in (mm.info.get("test_r2") or {}).items() if not float(v) >= thr]
-
-
-def trust_flag(r: Any, low: list[str]) -> str:
-    """op.csv's ``flag``: empty when the result can be trusted as the metamodel's
-    proven optimum; otherwise ``low_r2`` and/or ``unproven(<status>, gap <g>)``."""
-    parts = []
-    if low:
-        parts.append("low_r2")
-    if r.status != "optimal":
-        parts.append(f"unproven({r.status}, gap {r.gap:.3g})")
-    return "; ".join(parts)

@@ -24,7 +24,7 @@ from scipy.optimize import minimize
 
 from simcalib.errors import ConfigError
 from simcalib.metamodel.milp.problem import OPProblem
-from simcalib.space import Space
+from simcalib.study.space import Space
 
 
 def objective_and_grad(problem: OPProblem, x: np.ndarray) -> tuple[float, np.ndarray]:

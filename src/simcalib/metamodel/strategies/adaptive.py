@@ -54,7 +54,7 @@ def _local_offset(p: TargetRun, centre: np.ndarray, mm: Any, k: int) -> np.ndarr
 
 def _fine_tuned(p: TargetRun, mm: Any) -> Any:
     """Fine-tune a copy of the metamodel on this target's successful runs."""
-    from simcalib.metamodel.network import fine_tune
+    from simcalib.metamodel.training import fine_tune
 
     ok = [r for r in p.runs if np.isfinite(r["error"])]
     if not ok:

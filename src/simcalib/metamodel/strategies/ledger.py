@@ -8,9 +8,9 @@ sum_j |S_j(x) - z_j| / s_j and ``predicted_error`` (delta) is sum_j |M_j(x) - z_
 :meth:`Space.to_unit` (each input scaled to [0, 1] over its global bounds); it exists
 only for simulated targets (observed targets have no true inputs x*).  An observed
 target may carry per-output standard deviations and weights
-(:mod:`simcalib.observations`): output j's term is then w_j |.| / d_j, d_j = sd_j.
+(:mod:`simcalib.study.observations`): output j's term is then w_j |.| / d_j, d_j = sd_j.
 
-Simulation runs are real simulator calls (:func:`simcalib.simulation.simulate_rows`),
+Simulation runs are real simulator calls (:func:`simcalib.study.simulation.simulate_rows`),
 seeded from (seed, study, strategy, target, run index).  A failed run counts against
 the budget, is kept in the run log and never chosen.
 """
@@ -28,8 +28,8 @@ import pandas as pd
 
 from simcalib.errors import DataError
 from simcalib.seeds import int_seed, rng
-from simcalib.simulation import simulate_rows
-from simcalib.study import Study
+from simcalib.study.model import Study
+from simcalib.study.simulation import simulate_rows
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def read_targets(df: pd.DataFrame, study: Study, mm: Any, source: str = "targets
     inputs are read when every tunable column is there (simulated targets), else the
     targets are observed ones (``x_true`` None); ``sd_<output>``/``weight_<output>``
     columns set per-target output weights."""
-    from simcalib.observations import has_truth, output_weights
+    from simcalib.study.observations import has_truth, output_weights
 
     need = ["target_id", *study.space.context_names, *mm.output_names]
     missing = [c for c in need if c not in df.columns]

@@ -50,10 +50,6 @@ class StrategySpec:
     #: extra checks of the strategy's own settings: ``check(settings, key)``
     check: Callable[[Mapping[str, Any], str], None] | None = None
 
-    @property
-    def uses_proximity(self) -> bool:
-        return "proximity" in self.reads
-
 
 _REGISTRY: dict[str, StrategySpec] = {}
 _LOADED = False

@@ -27,8 +27,8 @@ from simcalib.metamodel.strategies.registry import get
 from simcalib.metamodel.strategies.settings import check_settings, merged_settings
 from simcalib.progress import eta
 from simcalib.seeds import int_seed
-from simcalib.simulation import simulate_rows
-from simcalib.study import Study
+from simcalib.study.model import Study
+from simcalib.study.simulation import simulate_rows
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,13 @@ Figs. 2, 4, 6), the PtS proximity sweep (Fig. 5), in- vs out-of-sample contexts
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from simcalib.errors import DataError
 from simcalib.metamodel.strategies.registry import names
+from simcalib.metamodel.trust import MetamodelTrust
 
 SUMMARY_COLUMNS = ["strategy", "median_error", "mean_error", "reduction_vs_rs",
                    "median_reduction_vs_rs", "runs", "targets", "failed_targets",
@@ -21,29 +21,14 @@ SUMMARY_COLUMNS = ["strategy", "median_error", "mean_error", "reduction_vs_rs",
 # test R2 over outputs, the threshold, whether it passes, and OP solves per strategy
 # that ended without a proof of optimality (time limit, solver error, fallback)
 TRUST_COLUMNS = ["metamodel_min_test_r2", "metamodel_min_r2", "metamodel_ok", "op_unproven"]
-DEFAULT_MIN_R2 = 0.9
 
 
-def metamodel_trust(info: Mapping[str, Any], min_r2: float = DEFAULT_MIN_R2) -> dict[str, Any]:
-    """Trust columns from a ``metamodel.json``: min over outputs of ``test_r2`` against
-    ``min_r2`` (``metamodel.min_r2``).  Missing metrics are not a pass."""
-    r2 = info.get("test_r2") or {}
-    worst = float(min(r2.values())) if r2 else float("nan")
-    return {"metamodel_min_test_r2": worst, "metamodel_min_r2": float(min_r2),
-            "metamodel_ok": bool(np.isfinite(worst) and worst >= float(min_r2)),
-            "metamodel_weak_outputs": sorted(k for k, v in r2.items() if v < float(min_r2))}
-
-
-def trust_warnings(summary: pd.DataFrame, weak_outputs: list[str] | None = None) -> list[str]:
+def trust_warnings(summary: pd.DataFrame, trust: MetamodelTrust | None = None) -> list[str]:
     """Lines that say which numbers of a summary may be wrong (empty when none)."""
     out = []
-    if "metamodel_ok" in summary and len(summary) and not bool(summary["metamodel_ok"].iloc[0]):
-        r2 = float(summary["metamodel_min_test_r2"].iloc[0])
-        thr = float(summary["metamodel_min_r2"].iloc[0])
-        out.append(f"metamodel test R2 {r2:.3f} is below metamodel.min_r2 = {thr:g}"
-                   + (f" (outputs {weak_outputs})" if weak_outputs else "")
-                   + ": OP, StP, PtS and adaptive rest on a poor metamodel; their errors may be "
-                   "far from what a better one would give")
+    line = trust.warning() if trust is not None else None
+    if line:
+        out.append(line)
     if "op_unproven" in summary:
         bad = summary[summary["op_unproven"] > 0]
         for _, r in bad.iterrows():
@@ -54,10 +39,10 @@ def trust_warnings(summary: pd.DataFrame, weak_outputs: list[str] | None = None)
 
 
 def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs",
-              trust: Mapping[str, Any] | None = None) -> pd.DataFrame:
+              trust: MetamodelTrust | None = None) -> pd.DataFrame:
     """One row per strategy (in registry order, then others).
 
-    ``trust`` (from :func:`metamodel_trust`) adds :data:`TRUST_COLUMNS`;
+    ``trust`` (:func:`simcalib.metamodel.trust.judge`) adds :data:`TRUST_COLUMNS`;
     ``median_distance`` is there only when the targets had true inputs.
 
     ``reduction_vs_rs`` = 1 - mean_error / mean_error(rs) (0.46 means 46 % below RS);
@@ -108,8 +93,8 @@ def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs",
     if not any("distance" in df for df in records.values()):
         cols.remove("median_distance")   # observed targets: no truth to measure against
     if trust is not None:
-        for c in TRUST_COLUMNS[:-1]:
-            out[c] = trust[c]
+        for c, v in trust.columns().items():
+            out[c] = v
         cols += TRUST_COLUMNS
     return out[cols]
 

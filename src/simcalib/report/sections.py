@@ -1,6 +1,6 @@
 """The report's sections: every headline table of the workflow's results, read from
-the files the stages write, as blocks that :mod:`simcalib.report` renders to
-``summary.md`` and :mod:`simcalib.report_html` to the HTML pages of the Snakemake
+the files the stages write, as blocks that :mod:`simcalib.report.build` renders to
+``summary.md`` and :mod:`simcalib.report.html` to the HTML pages of the Snakemake
 report.  One builder per paper, so the markdown and the HTML report show the same
 numbers.
 
@@ -23,17 +23,14 @@ import pandas as pd
 from simcalib import timing
 from simcalib.bayes.convergence import R_HAT_MAX
 from simcalib.errors import SimcalibError
+from simcalib.metamodel import trust
 
-#: metamodel.min_r2's schema default, for metamodels trained before the flag existed
-DEFAULT_MIN_R2 = 0.9
 #: R-hat above this means the chains may not have mixed (Vehtari et al. 2021, ArviZ)
 RHAT_MAX = R_HAT_MAX
 
 # Paper 1 (epidemic, Figs. 4-5): median actual error per strategy, 50 targets, r = 100.
 PAPER1_MEDIANS = {"rs": 0.1408, "op": 0.2059, "stp": 0.1803, "pts": 0.0773}
 PAPER1_PTS_MEAN_REDUCTION = 0.46
-PAPER1_SWEEP_MEDIANS = {0.001: 0.2059, 0.02: 0.0852, 0.05: 0.0773, 0.1: 0.0869, 0.2: 0.0929,
-                        1.0: 0.1408}
 
 
 @dataclass
@@ -66,7 +63,7 @@ def metamodel_table(info: dict) -> pd.DataFrame:
     reaches ``metamodel.min_r2``."""
     r2 = info.get("test_r2") or {}
     mae = info.get("test_mae") or {}
-    thr = float(info.get("min_r2", DEFAULT_MIN_R2))
+    thr = trust.threshold(info)
     rows = [{"output": o, "test R²": float(v), "test MAE": float(mae.get(o, np.nan)),
              f"R² ≥ min_r2 ({thr:g})": "yes" if float(v) >= thr else "NO"}
             for o, v in r2.items()]
@@ -110,7 +107,7 @@ def _metamodel_blocks(meta: Path) -> list[Block]:
     if table.empty:
         return []
     r2 = table["test R²"]
-    thr = float(info.get("min_r2", DEFAULT_MIN_R2))
+    thr = trust.threshold(info)
     arch = info.get("hidden", info.get("architecture"))
     out: list[Block] = [f"Metamodel{f' (hidden layers {arch})' if arch else ''}: test R² "
                         f"min {r2.min():.3f}, median {float(r2.median()):.3f} over "

@@ -14,7 +14,7 @@ import numpy as np
 from simcalib.errors import ConfigError
 
 if TYPE_CHECKING:
-    from simcalib.space import Space
+    from simcalib.study.space import Space
 
 
 def check_feasible(space: Space, key: str) -> None:

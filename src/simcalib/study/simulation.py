@@ -6,7 +6,7 @@ carries a ``run_id`` (its position in the full design) and its random stream is
 derived from (seed, study, run_id), so the numbers do not depend on the chunking.
 
 Inside a chunk (:func:`run_chunk`) runs are dispatched one at a time to at most
-``threads`` workers and each finished run is journaled (:mod:`simcalib.journal`),
+``threads`` workers and each finished run is journaled (:mod:`simcalib.study.journal`),
 so a killed chunk, rerun, redoes only the runs that were in flight.  The first run
 goes alone, as a probe: a study whose outputs do not parse fails in one run, not
 after the whole chunk.  Progress (``k/N runs, ok/failed, ETA``) is logged every
@@ -33,7 +33,8 @@ import pandas as pd
 from simcalib.errors import DataError
 from simcalib.seeds import rng, row_seeds
 from simcalib.simulators.base import result_columns
-from simcalib.study import Study
+from simcalib.study.journal import Journal, fingerprint
+from simcalib.study.model import Study
 
 log = logging.getLogger(__name__)
 
@@ -223,8 +224,6 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
     it.  At most ``threads`` runs are in flight, so a kill loses at most that many.
     Returns the rows with outputs/status/message (in ``rows`` order) and the
     chunk's summary (:func:`summarize` plus ``resumed`` and ``cpu_seconds``)."""
-    from simcalib.journal import Journal, fingerprint
-
     label = label or study.name
     missing = [c for c in study.input_names if c not in rows.columns]
     if missing:

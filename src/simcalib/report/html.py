@@ -3,7 +3,7 @@
 Snakemake's report shows an HTML file inline but offers a CSV only as a download, so
 the tables people should read in the report (``summary.md``'s, per paper) are also
 written as small self-contained HTML pages and registered with ``report()``.  The
-pages hold the same blocks as ``summary.md`` (:mod:`simcalib.report_sections`).
+pages hold the same blocks as ``summary.md`` (:mod:`simcalib.report.sections`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from simcalib.report_sections import Block, Section, Table
+from simcalib.report.sections import Block, Section, Table
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.2em;

@@ -1,51 +1,23 @@
-"""A calibration study as the library sees it: its space, simulator and outputs,
-built from one entry of ``config['studies']``.  Also the config checks that a JSON
-schema cannot express (bounds order, names that must exist, simulator options)."""
+"""The study stage's config checks that a JSON schema cannot express: every study's
+space and simulator build (bounds order, constraints, options, templates), cross
+references name things that exist, sizes stay under the sanity cap, scratch
+directories are writable, and observations files exist and match their study.
+
+They register with :func:`simcalib.config.semantic_check` on import, so validating a
+config (``simcalib.config.CHECK_MODULES``) runs them before any job starts.
+"""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from simcalib.config import semantic_check
 from simcalib.errors import ConfigError
-from simcalib.simulators import Simulator, make_simulator, study_outputs
-from simcalib.space import Space, space_from_config
-
-
-@dataclass
-class Study:
-    name: str
-    cfg: Mapping[str, Any]
-
-    @property
-    def key(self) -> str:
-        return f"studies.{self.name}"
-
-    @cached_property
-    def space(self) -> Space:
-        return space_from_config(self.cfg, self.key)
-
-    @cached_property
-    def simulator(self) -> Simulator:
-        return make_simulator(self.cfg, self.key)
-
-    @cached_property
-    def outputs(self) -> list[str]:
-        return study_outputs(self.cfg, self.simulator)
-
-    @property
-    def input_names(self) -> list[str]:
-        return self.space.input_names
-
-
-def get_study(config: Mapping[str, Any], name: str) -> Study:
-    studies = config.get("studies") or {}
-    if name not in studies:
-        raise ConfigError("studies", f"no study named {name!r}; have {sorted(studies)}")
-    return Study(name, studies[name])
+from simcalib.study.model import Study
+from simcalib.study.observations import read_observations, set_key, target_sets
 
 
 @semantic_check
@@ -109,9 +81,6 @@ def _check_sizes(study: Study, cap: int) -> None:
 def _check_workdir(study: Study) -> None:
     """A command simulator's scratch ``workdir`` must be (or be creatable as) a
     writable directory, else every run of every chunk fails."""
-    import os
-    import tempfile
-
     wdir = getattr(study.simulator, "workdir", None)
     if wdir is None:
         return
@@ -130,3 +99,25 @@ def _check_workdir(study: Study) -> None:
         raise ConfigError(key, f"{probe} is not writable" + ("" if probe == wdir else
                           f" (so {wdir} cannot be created)"))
 
+
+@semantic_check
+def check_observed_targets(config: Mapping[str, Any]) -> None:
+    """Every observations file exists and matches its study, checked at config
+    validation so a bad file fails before any job runs."""
+    for name, cfg in (config.get("studies") or {}).items():
+        key = f"studies.{name}"
+        for which, tcfg in target_sets(cfg).items():
+            k = set_key(key, which)
+            has_n, has_file = "n" in tcfg, "file" in tcfg
+            if has_n == has_file:
+                raise ConfigError(k, "give either 'n' (targets drawn and simulated, true inputs "
+                                  "known) or 'file' (observed targets), not "
+                                  + ("both" if has_n else "neither"))
+            if not has_file:
+                continue
+            if tcfg.get("contexts"):
+                raise ConfigError(f"{k}.contexts", "observed targets take their contexts from "
+                                  "the file's columns; remove 'contexts'")
+            study = Study(name, cfg)
+            read_observations(tcfg["file"], list(study.outputs), study.space.context_names,
+                              study.space.tunable_names, f"{k}.file")

@@ -34,8 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib.config import semantic_check
-from simcalib.errors import ConfigError, DataError
+from simcalib.errors import DataError
 
 SD_PREFIX = "sd_"
 WEIGHT_PREFIX = "weight_"
@@ -151,28 +150,3 @@ def output_weights(df: pd.DataFrame, outputs: list[str], scale: np.ndarray) -> n
 def has_truth(df: pd.DataFrame, tunables: list[str]) -> bool:
     """Whether a targets table carries the true inputs (simulated targets do)."""
     return all(c in df.columns for c in tunables)
-
-
-@semantic_check
-def check_observed_targets(config: Mapping[str, Any]) -> None:
-    """Every observations file exists and matches its study, checked at config
-    validation so a bad file fails before any job runs."""
-    from simcalib.study import Study
-
-    for name, cfg in (config.get("studies") or {}).items():
-        key = f"studies.{name}"
-        for which, tcfg in target_sets(cfg).items():
-            k = set_key(key, which)
-            has_n, has_file = "n" in tcfg, "file" in tcfg
-            if has_n == has_file:
-                raise ConfigError(k, "give either 'n' (targets drawn and simulated, true inputs "
-                                  "known) or 'file' (observed targets), not "
-                                  + ("both" if has_n else "neither"))
-            if not has_file:
-                continue
-            if tcfg.get("contexts"):
-                raise ConfigError(f"{k}.contexts", "observed targets take their contexts from "
-                                  "the file's columns; remove 'contexts'")
-            study = Study(name, cfg)
-            read_observations(tcfg["file"], list(study.outputs), study.space.context_names,
-                              study.space.tunable_names, f"{k}.file")

@@ -1,8 +1,8 @@
 """Tables for the report: the runtime table aggregated from Snakemake's
 ``benchmark:`` files, the projection of the paper config's CPU-hours from them, and
 ``results/report/summary.md`` (each headline table beside the paper's numbers; the
-sections come from :mod:`simcalib.report_sections`, the HTML pages of the Snakemake
-report from :mod:`simcalib.report_html`).
+sections come from :mod:`simcalib.report.sections`, the HTML pages of the Snakemake
+report from :mod:`simcalib.report.html`).
 
 Every rule writes a benchmark TSV under ``results/benchmarks/rules/``; a job's
 *kind* is its path with the numbers replaced by ``N`` (``epidemic/sim_run_N``),
@@ -12,7 +12,7 @@ so chunks, replications and targets of one rule aggregate into one row.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import pandas as pd
 
 from simcalib import timing
 from simcalib.errors import SimcalibError
-from simcalib.report_sections import Block, Section, Table, read_if_exists
+from simcalib.report.sections import Block, Section, Table, read_if_exists
 
 __all__ = ["read_if_exists"]
 
@@ -144,22 +144,3 @@ def runtime_text(runtime: pd.DataFrame) -> str:
     return (f"{int(runtime['jobs'].sum())} jobs, {total:.0f} s of job wall time, "
             f"{cpu:.0f} CPU-seconds in all.")
 
-
-def scale_factor(default: Mapping[str, Any], paper: Mapping[str, Any],
-                 keys: Iterable[str]) -> float:
-    """Product of paper/default ratios of the numeric values at dotted ``keys``."""
-    f = 1.0
-    for key in keys:
-        a, b = _get(default, key), _get(paper, key)
-        if isinstance(a, int | float) and isinstance(b, int | float) and a:
-            f *= float(b) / float(a)
-    return f
-
-
-def _get(d: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = d
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node

@@ -30,6 +30,7 @@ from simcalib.expressions import (
     names_in,
     parse_linear_constraint,
 )
+from simcalib.study.feasibility import check_feasible
 
 DESIGN_METHODS = ("sobol", "lhs", "uniform")
 
@@ -398,8 +399,6 @@ def space_from_config(study: Mapping[str, Any], key: str = "study") -> Space:
         cons.append(con)
     space.constraints = cons
     if cons:
-        from simcalib.feasibility import check_feasible
-
         check_feasible(space, f"{key}.constraints")
     return space
 

@@ -1,0 +1,224 @@
+"""The ReLU metamodel: a ``nn.Sequential`` from (tunable + context) inputs to every
+output of a study, with its scalers, names and files.  Training lives in
+:mod:`simcalib.metamodel.training`; the MILP (:mod:`simcalib.metamodel.milp`) builds on
+this module only, so the optimiser never depends on how a network was trained.
+
+Why these choices:
+
+* **Standardised inputs and outputs**, with scalers fitted on the training split only
+  (no test leakage).  The MILP is built on the standardised network (input scaling
+  folded into the first layer), so its objective is in standardised output units.
+* **float64 throughout** (training, storage, prediction).  The MILP reproduces the
+  network to ~1e-9; a float32 network would put 1e-7 rounding noise between torch
+  and the MILP for no real speed gain on nets this small on a CPU.
+* **MC dropout** (optional ``dropout > 0``): ``Dropout`` after every hidden ReLU,
+  active only in :meth:`Metamodel.predict_mc`; :meth:`predict` and the MILP use the
+  deterministic network (dropout off, the usual inverted-dropout scaling makes that
+  the mean network).
+
+Files: ``model.pt`` (the ``state_dict``) and ``metamodel.json`` (architecture,
+scalers, names, input ranges, metrics).  Loading needs only these two files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from simcalib import io, timing
+from simcalib.errors import DataError
+
+MODEL_FILE = "model.pt"
+META_FILE = "metamodel.json"
+DTYPE = torch.float64
+
+def build_net(n_in: int, hidden: Sequence[int], n_out: int, dropout: float = 0.0
+              ) -> nn.Sequential:
+    """``Linear, ReLU, [Dropout]`` per hidden width, then a final ``Linear``."""
+    layers: list[nn.Module] = []
+    prev = n_in
+    for w in hidden:
+        layers += [nn.Linear(prev, int(w)), nn.ReLU()]
+        if dropout > 0:
+            layers.append(nn.Dropout(float(dropout)))
+        prev = int(w)
+    layers.append(nn.Linear(prev, n_out))
+    return nn.Sequential(*layers).to(DTYPE)
+
+
+class Metamodel:
+    """A trained network with its scalers and names.
+
+    ``net`` maps *standardised* inputs to *standardised* outputs; :meth:`predict`
+    handles the scaling.  ``info`` holds what ``metamodel.json`` records beyond the
+    arrays (study, hidden widths, metrics, input ranges, training config)."""
+
+    def __init__(self, net: nn.Sequential, input_names: Sequence[str],
+                 output_names: Sequence[str], x_mean: np.ndarray, x_std: np.ndarray,
+                 y_mean: np.ndarray, y_std: np.ndarray, info: Mapping[str, Any] | None = None
+                 ) -> None:
+        self.net = net.to(DTYPE)
+        self.net.eval()
+        self.input_names = list(input_names)
+        self.output_names = list(output_names)
+        self.x_mean = np.asarray(x_mean, dtype=float)
+        self.x_std = np.asarray(x_std, dtype=float)
+        self.y_mean = np.asarray(y_mean, dtype=float)
+        self.y_std = np.asarray(y_std, dtype=float)
+        self.info: dict[str, Any] = dict(info or {})
+
+    # ---- properties ----------------------------------------------------------------
+    @property
+    def study(self) -> str:
+        return str(self.info.get("study", ""))
+
+    @property
+    def hidden(self) -> list[int]:
+        return [m.out_features for m in self.net if isinstance(m, nn.Linear)][:-1]
+
+    @property
+    def dropout(self) -> float:
+        ps = [m.p for m in self.net if isinstance(m, nn.Dropout)]
+        return float(ps[0]) if ps else 0.0
+
+    @property
+    def test_r2(self) -> dict[str, float]:
+        return dict(self.info.get("test_r2", {}))
+
+    def linear_layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(W, b)`` of every Linear layer (standardised units), ReLU between them."""
+        return [(m.weight.detach().cpu().numpy().astype(float).copy(),
+                 m.bias.detach().cpu().numpy().astype(float).copy())
+                for m in self.net if isinstance(m, nn.Linear)]
+
+    # ---- prediction ----------------------------------------------------------------
+    def _as_array(self, X: np.ndarray | pd.DataFrame) -> np.ndarray:
+        if isinstance(X, pd.DataFrame):
+            missing = [c for c in self.input_names if c not in X.columns]
+            if missing:
+                raise DataError("metamodel input", f"missing input column(s) {missing}")
+            X = X[self.input_names].to_numpy(dtype=float)
+        X = np.asarray(X, dtype=float)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.shape[-1] != len(self.input_names):
+            raise DataError("metamodel input", f"{X.shape[-1]} input columns for "
+                            f"{len(self.input_names)} inputs {self.input_names}")
+        return X
+
+    def scale_inputs(self, X: np.ndarray | pd.DataFrame) -> np.ndarray:
+        return (self._as_array(X) - self.x_mean) / self.x_std
+
+    def scale_outputs(self, Y: np.ndarray) -> np.ndarray:
+        """``(Y - y_mean) / y_std``: the units of the OP objective."""
+        return (np.asarray(Y, dtype=float) - self.y_mean) / self.y_std
+
+    def unscale_outputs(self, Ys: np.ndarray) -> np.ndarray:
+        return np.asarray(Ys, dtype=float) * self.y_std + self.y_mean
+
+    def predict_scaled(self, X: np.ndarray | pd.DataFrame) -> np.ndarray:
+        """Standardised outputs (dropout off)."""
+        Xs = torch.as_tensor(self.scale_inputs(X), dtype=DTYPE)
+        self.net.eval()
+        with torch.no_grad():
+            return self.net(Xs).numpy()
+
+    def predict(self, X: np.ndarray | pd.DataFrame) -> np.ndarray:
+        """Raw outputs from raw inputs (dropout off)."""
+        return self.unscale_outputs(self.predict_scaled(X))
+
+    def predict_mc(self, X: np.ndarray | pd.DataFrame, n_samples: int = 50, seed: int = 0
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """MC-dropout mean and standard deviation in raw units.  Without dropout
+        layers this is the deterministic prediction with zero spread."""
+        if self.dropout <= 0:
+            mu = self.predict(X)
+            return mu, np.zeros_like(mu)
+        Xs = torch.as_tensor(self.scale_inputs(X), dtype=DTYPE)
+        draws = []
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            self.net.train()
+            try:
+                with torch.no_grad():
+                    for _ in range(int(n_samples)):
+                        draws.append(self.net(Xs).numpy())
+            finally:
+                self.net.eval()
+        raw = self.unscale_outputs(np.stack(draws))
+        return raw.mean(axis=0), raw.std(axis=0, ddof=1) if n_samples > 1 else np.zeros(
+            raw.shape[1:])
+
+    # ---- files ---------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.info,
+            "input_names": self.input_names,
+            "output_names": self.output_names,
+            "hidden": self.hidden,
+            "dropout": self.dropout,
+            "dtype": "float64",
+            "x_mean": self.x_mean.tolist(),
+            "x_std": self.x_std.tolist(),
+            "y_mean": self.y_mean.tolist(),
+            "y_std": self.y_std.tolist(),
+        }
+
+    def save(self, directory: str | Path) -> None:
+        """Write ``model.pt`` (state_dict) and ``metamodel.json``, each atomically."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        timing.write_torch(self.net.state_dict(), d / MODEL_FILE)
+        timing.write_json(self.to_json(), d / META_FILE)  # train_seconds -> _timing.json
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Metamodel:
+        d = Path(directory)
+        meta = io.read_json(d / META_FILE)
+        needed = ["input_names", "output_names", "hidden", "x_mean", "x_std", "y_mean", "y_std"]
+        missing = [k for k in needed if k not in meta]
+        if missing:
+            raise DataError(str(d / META_FILE), f"not a simcalib metamodel (missing {missing})")
+        net = build_net(len(meta["input_names"]), meta["hidden"], len(meta["output_names"]),
+                        float(meta.get("dropout", 0.0)))
+        try:
+            state = torch.load(d / MODEL_FILE, map_location="cpu", weights_only=True)
+            net.load_state_dict(state)
+        except FileNotFoundError:
+            raise DataError(str(d / MODEL_FILE), "file not found") from None
+        except (RuntimeError, KeyError, ValueError) as exc:
+            raise DataError(str(d / MODEL_FILE), f"does not match {META_FILE}: {exc}") from None
+        info = {k: v for k, v in meta.items()
+                if k not in needed and k not in ("dropout", "dtype")}
+        return cls(net, meta["input_names"], meta["output_names"], np.array(meta["x_mean"]),
+                   np.array(meta["x_std"]), np.array(meta["y_mean"]), np.array(meta["y_std"]),
+                   info)
+
+    def check_compatible(self, study: str, input_names: Sequence[str],
+                         output_names: Sequence[str] | None = None, source: str = "metamodel"
+                         ) -> None:
+        """Raise DataError when this metamodel was trained for another study or on
+        other inputs/outputs than the ones given (input order may differ: the MILP
+        matches inputs by name)."""
+        if study and self.study and self.study != study:
+            raise DataError(source, f"metamodel was trained for study {self.study!r}, "
+                            f"not {study!r}")
+        if sorted(input_names) != sorted(self.input_names):
+            raise DataError(source, f"metamodel inputs {self.input_names} differ from the "
+                            f"study's inputs {list(input_names)}")
+        if output_names is not None and list(output_names) != self.output_names:
+            raise DataError(source, f"metamodel outputs {self.output_names} differ from the "
+                            f"study's outputs {list(output_names)}")
+
+
+
+def r2_scores(Y: np.ndarray, P: np.ndarray) -> np.ndarray:
+    ss_res = ((Y - P) ** 2).sum(axis=0)
+    ss_tot = ((Y - Y.mean(axis=0)) ** 2).sum(axis=0)
+    return 1.0 - ss_res / np.where(ss_tot > 0, ss_tot, 1.0)

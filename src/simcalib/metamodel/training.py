@@ -1,0 +1,242 @@
+"""Training the ReLU metamodel (:mod:`simcalib.metamodel.model`): split, scalers,
+Adam with early stopping, the optional solvable phase, metrics and fine-tuning.
+
+Why these choices:
+
+* **Scalers fitted on the training split only** (no test leakage).
+* **Early stopping** on the validation loss keeps the best weights, and the final
+  metrics (``test_r2`` per output, ``test_mae`` in raw units) are computed on a test
+  split the training never saw.
+* **Seeds from** ``(seed, 'metamodel', study)``: split, weight init and minibatch
+  order are reproducible, so a rerun gives the same network bit for bit.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from simcalib import io
+from simcalib.config import check_section, schema_defaults
+from simcalib.errors import ConfigError, DataError
+from simcalib.metamodel import trust
+from simcalib.metamodel.milp.boxbounds import metamodel_stability
+from simcalib.metamodel.model import DTYPE, Metamodel, build_net, r2_scores
+from simcalib.metamodel.solvable import solvable_phase
+from simcalib.progress import eta, every
+from simcalib.seeds import int_seed, rng
+from simcalib.study.simulation import failure_digest
+
+log = logging.getLogger(__name__)
+
+#: Defaults of the ``metamodel`` config section, from metamodel.schema.yaml (the one
+#: source of truth); ``enabled`` is the workflow's switch, not a training setting.
+DEFAULTS: dict[str, Any] = {k: v for k, v in schema_defaults("metamodel.schema.yaml").items()
+                            if k != "enabled"}
+
+
+def _cfg(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``cfg`` over the defaults; an unknown or mistyped key is an error (also from
+    Python, where no config validation ran)."""
+    check_section(cfg or {}, "metamodel.schema.yaml", "metamodel")
+    out = copy.deepcopy(DEFAULTS)
+    for k, v in (cfg or {}).items():
+        out[k] = v
+    return out
+
+
+
+def _check_cfg(c: Mapping[str, Any]) -> None:
+    split = c["split"]
+    total = float(split["train"]) + float(split["val"]) + float(split["test"])
+    if abs(total - 1.0) > 1e-6:
+        raise ConfigError("metamodel.split", f"train + val + test must be 1, got {total:g}")
+    if c["loss"] not in ("mse", "mae"):
+        raise ConfigError("metamodel.loss", f"'mse' or 'mae', got {c['loss']!r}")
+    if not 0.0 <= float(c["dropout"]) < 1.0:
+        raise ConfigError("metamodel.dropout", "must lie in [0, 1)")
+    if not c["hidden"] or any(int(w) < 1 for w in c["hidden"]):
+        raise ConfigError("metamodel.hidden", "give at least one hidden width >= 1")
+
+
+def _clean(df: pd.DataFrame, input_names: Sequence[str], output_names: Sequence[str],
+           source: str) -> tuple[np.ndarray, np.ndarray]:
+    missing = [c for c in [*input_names, *output_names] if c not in df.columns]
+    if missing:
+        raise DataError(source, f"missing column(s) {missing}")
+    df = io.ok_rows(df)
+    X = df[list(input_names)].to_numpy(dtype=float)
+    Y = df[list(output_names)].to_numpy(dtype=float)
+    good = np.isfinite(X).all(axis=1) & np.isfinite(Y).all(axis=1)
+    return X[good], Y[good]
+
+
+def _loss_fn(name: str) -> nn.Module:
+    return nn.L1Loss() if name == "mae" else nn.MSELoss()
+
+
+def _fit(net: nn.Sequential, Xtr: torch.Tensor, Ytr: torch.Tensor, Xva: torch.Tensor | None,
+         Yva: torch.Tensor | None, c: Mapping[str, Any], lr: float, epochs: int,
+         gen: torch.Generator, early_stop: bool) -> dict[str, Any]:
+    """Adam with minibatches; ReduceLROnPlateau and early stopping on the validation
+    loss (best weights restored)."""
+    loss_fn = _loss_fn(c["loss"])
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=float(c["weight_decay"]))
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        opt, factor=float(c["lr_factor"]), patience=int(c["lr_patience"]),
+        min_lr=float(c["min_lr"]))
+    n = Xtr.shape[0]
+    bs = max(1, min(int(c["batch_size"]), n))
+    best, best_state, best_epoch, wait = np.inf, None, 0, 0
+    epoch = 0
+    t0, step = time.perf_counter(), every(int(epochs))
+    for epoch in range(1, int(epochs) + 1):
+        if epoch % step == 0 and Xva is not None:
+            log.info("epoch %d/%d: best validation loss %.4g (epoch %d), %s", epoch,
+                     int(epochs), best, best_epoch,
+                     eta(time.perf_counter() - t0, epoch, int(epochs)))
+        net.train()
+        perm = torch.randperm(n, generator=gen)
+        for i in range(0, n, bs):
+            idx = perm[i:i + bs]
+            opt.zero_grad()
+            loss = loss_fn(net(Xtr[idx]), Ytr[idx])
+            loss.backward()
+            opt.step()
+        if Xva is None or Yva is None:
+            continue
+        net.eval()
+        with torch.no_grad():
+            val = float(loss_fn(net(Xva), Yva))
+        sched.step(val)
+        if val < best - 1e-12:
+            best, best_state, best_epoch, wait = val, copy.deepcopy(net.state_dict()), epoch, 0
+        else:
+            wait += 1
+            if early_stop and wait >= int(c["patience"]):
+                break
+    if best_state is not None:
+        net.load_state_dict(best_state)
+    net.eval()
+    return {"epochs_run": epoch, "best_epoch": best_epoch,
+            "val_loss": None if not np.isfinite(best) else float(best)}
+
+
+def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: Sequence[str],
+                    cfg: Mapping[str, Any], seed: int, study: str = ""
+                    ) -> tuple[Metamodel, dict[str, Any]]:
+    """Train a metamodel on the ``status == 'ok'`` rows of ``df``.
+
+    Split, weight init and minibatch order all derive from ``(seed, 'metamodel',
+    study)``, so a rerun gives the same network.  Returns the metamodel and its
+    metrics (``test_r2`` and ``test_mae`` per output, ``val_loss``, epochs, seconds)."""
+    c = _cfg(cfg)
+    _check_cfg(c)
+    X, Y = _clean(df, input_names, output_names, "dataset")
+    n = len(X)
+    if n < 10:
+        raise DataError("dataset", f"only {n} usable rows (status ok, finite); need >= 10 "
+                        f"({failure_digest(df)})")
+    r = rng(seed, "metamodel", study, "split")
+    perm = r.permutation(n)
+    n_te = max(1, int(round(float(c["split"]["test"]) * n)))
+    n_va = max(1, int(round(float(c["split"]["val"]) * n)))
+    te, va, tr = perm[:n_te], perm[n_te:n_te + n_va], perm[n_te + n_va:]
+    x_mean, x_std = X[tr].mean(axis=0), X[tr].std(axis=0)
+    y_mean, y_std = Y[tr].mean(axis=0), Y[tr].std(axis=0)
+    x_std = np.where(x_std > 0, x_std, 1.0)
+    y_std = np.where(y_std > 0, y_std, 1.0)
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=DTYPE)
+
+    Xs, Ys = (X - x_mean) / x_std, (Y - y_mean) / y_std
+    threads = int(c.get("threads") or 0)
+    old_threads = torch.get_num_threads()
+    if threads > 0:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int_seed(seed, "metamodel", study, "init"))
+            net = build_net(len(input_names), c["hidden"], len(output_names),
+                            float(c["dropout"]))
+            gen = torch.Generator().manual_seed(int_seed(seed, "metamodel", study, "batches"))
+            fit = _fit(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]), c, float(c["lr"]),
+                       int(c["epochs"]), gen, early_stop=True)
+        net.eval()
+        solv = solvable_phase(net, c, Xs, Ys, tr, va, te, Y, y_mean, y_std, seed, study)
+    finally:
+        torch.set_num_threads(old_threads)
+    seconds = time.perf_counter() - t0
+    net.eval()
+    with torch.no_grad():
+        P = net(t(Xs[te])).numpy() * y_std + y_mean
+    r2 = r2_scores(Y[te], P)
+    mae = np.abs(Y[te] - P).mean(axis=0)
+    min_r2 = float(c["min_r2"])
+    low = trust.weak_outputs(dict(zip(output_names, r2, strict=True)), min_r2)
+    verdict = trust.MetamodelTrust(float(r2.min()), min_r2, low)
+    if not verdict.ok:
+        log.warning(verdict.warning(study or "metamodel"))
+    metrics: dict[str, Any] = {
+        "test_r2": {o: float(v) for o, v in zip(output_names, r2, strict=True)},
+        "test_mae": {o: float(v) for o, v in zip(output_names, mae, strict=True)},
+        "min_test_r2": float(r2.min()),
+        "n_train": int(len(tr)), "n_val": int(len(va)), "n_test": int(len(te)),
+        "min_r2": min_r2,
+        "r2_ok": not low,
+        "low_r2_outputs": low,
+        "train_seconds": round(seconds, 3),
+        **fit,
+    }
+    if solv is not None:
+        plain = np.array(solv["plain_test_r2"])
+        solv["plain_test_r2"] = {o: float(v) for o, v in zip(output_names, plain, strict=True)}
+        solv["plain_test_r2_min"] = float(plain.min())
+        solv["test_r2_max_drop"] = float(np.max(plain - r2))
+        metrics["solvable"] = solv
+    info = {
+        "study": study,
+        "input_bounds": {nm: [float(X[:, i].min()), float(X[:, i].max())]
+                         for i, nm in enumerate(input_names)},
+        "config": {k: c[k] for k in sorted(c)},
+        **metrics,
+    }
+    mm = Metamodel(net, input_names, output_names, x_mean, x_std, y_mean, y_std, info)
+    mm.info["stability"] = metrics["stability"] = metamodel_stability(mm)
+    log.info("%s: trained %s in %.1f s (%d epochs); min test R2 %.4f", study or "metamodel",
+             c["hidden"], seconds, fit["epochs_run"], r2.min())
+    return mm, metrics
+
+
+def fine_tune(mm: Metamodel, df_new: pd.DataFrame, cfg: Mapping[str, Any], seed: int,
+              epochs: int | None = None) -> Metamodel:
+    """Continue training a copy of ``mm`` on new rows (the adaptive strategy's
+    simulations), keeping the scalers fixed so the MILP scaling and earlier targets
+    stay meaningful.  Uses ``fine_tune_lr`` and ``fine_tune_epochs`` (or ``epochs``);
+    no early stopping (the new data are usually too few to split)."""
+    c = _cfg(cfg)
+    X, Y = _clean(df_new, mm.input_names, mm.output_names, "fine-tune data")
+    new = copy.deepcopy(mm)
+    if len(X) == 0:
+        return new
+    Xs = torch.as_tensor((X - mm.x_mean) / mm.x_std, dtype=DTYPE)
+    Ys = torch.as_tensor(mm.scale_outputs(Y), dtype=DTYPE)
+    n_ep = int(epochs if epochs is not None else c["fine_tune_epochs"])
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int_seed(seed, "fine_tune"))
+        gen = torch.Generator().manual_seed(int_seed(seed, "fine_tune", "batches"))
+        _fit(new.net, Xs, Ys, None, None, c, float(c["fine_tune_lr"]), n_ep, gen,
+             early_stop=False)
+    new.net.eval()
+    new.info["fine_tuned_rows"] = int(new.info.get("fine_tuned_rows", 0)) + len(X)
+    return new
