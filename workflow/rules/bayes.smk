@@ -51,7 +51,7 @@ rule bayes_run:
         # protocol "reference" starts at the truth (issue 16); honest runs never read it
         truth=lambda w: (
             [f"results/bayes/{w.setting}/data/rep{w.rep}/truth.json"]
-            if BAYES["sampler"].get("protocol") == "reference"
+            if BAYES["sampler"]["protocol"] == "reference"
             else []
         ),
     output:
@@ -359,7 +359,7 @@ rule bayes_data_plot:
         "--output-uq {output.uq} > {log} 2>&1"
 
 
-BAYES_EXAMPLE = min(int(BAYES.get("example_rep", 0)), max(len(BAYES_REPS) - 1, 0))
+BAYES_EXAMPLE = min(int(BAYES["example_rep"]), max(len(BAYES_REPS) - 1, 0))
 
 BAYES_TARGETS = [
     f

@@ -5,7 +5,7 @@ import json
 
 ALL_TARGETS = []
 
-STUDIES = list(config.get("studies", {}).keys())
+STUDIES = list(config["studies"])
 
 
 wildcard_constraints:

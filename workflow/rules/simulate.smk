@@ -114,6 +114,4 @@ rule sim_targets:
 
 for _s in STUDIES:
     ALL_TARGETS += [f"results/{_s}/dataset.csv", f"results/{_s}/targets.csv"]
-    ALL_TARGETS += [
-        f"results/{_s}/targets_{w}.csv" for w in config["studies"][_s].get("extra_targets", {})
-    ]
+    ALL_TARGETS += [f"results/{_s}/targets_{w}.csv" for w in config["studies"][_s]["extra_targets"]]

@@ -44,6 +44,7 @@ from simcalib.bayes.kernels import (
     tri_solve,
 )
 from simcalib.bayes.likelihood import Likelihood, ObsData
+from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError, DataError
 from simcalib.progress import eta
 
@@ -53,29 +54,39 @@ log = logging.getLogger(__name__)
 LOG2PI = math.log(2.0 * math.pi)
 
 
+#: bayes.sampler's defaults, read from bayes.schema.yaml: the one source of defaults, so
+#: a sampler built from Python (the API, tests, benchmarks) runs what a config would.
+_D: dict[str, Any] = schema_defaults("bayes.schema.yaml")["sampler"]
+
+
 @dataclass
 class SamplerConfig:
-    iterations: int = 2000
-    burn_in: int = 1000
-    chains: int = 2
-    thin: int = 1
-    adapt_every: int = 200
-    adapt_scale: bool = True
-    adapt_after_burn_in: bool = False
-    initial_step: float = 0.01      # fraction of (UB - LB) for theta
-    initial_step_log: float = 0.05  # sd for log gamma, log ell
-    ls_starts: int = 8
-    log_every: int = 1000
-    progress: bool = True
-    # "vectorized": all chains in lock-step, batched solves, pooled adaptation
-    # (simcalib.bayes.lockstep); "sequential": one chain after the other
-    engine: str = "vectorized"
-    # vectorized engine: theta proposed on its own (bounded, "linear") scale or on the
-    # logit scale of its bounds
-    theta_scale: str = "linear"
-    protocol: str = "honest"          # or "reference" (start at the truth, +-box hyperpriors)
-    reference_box: float = 0.5
-    until_converged: dict[str, Any] | None = None  # {max_iterations, block, r_hat, ess_bulk}
+    """Settings of one MCMC run (``bayes.sampler``; docs/bayes.md explains each).
+
+    ``engine``: "vectorized" runs all chains in lock-step (batched solves, pooled
+    adaptation, :mod:`simcalib.bayes.lockstep`), "sequential" one chain after the
+    other; ``theta_scale``: the vectorized engine proposes theta on its own bounded
+    scale ("linear") or on the logit scale of its bounds; ``protocol``: "honest"
+    (least-squares start) or "reference" (start at the truth, +-box hyperpriors);
+    ``until_converged``: ``{max_iterations, block, r_hat, ess_bulk}`` or None."""
+
+    iterations: int = _D["iterations"]
+    burn_in: int = _D["burn_in"]
+    chains: int = _D["chains"]
+    thin: int = _D["thin"]
+    adapt_every: int = _D["adapt_every"]
+    adapt_scale: bool = _D["adapt_scale"]
+    adapt_after_burn_in: bool = _D["adapt_after_burn_in"]
+    initial_step: float = _D["initial_step"]          # fraction of (UB - LB) for theta
+    initial_step_log: float = _D["initial_step_log"]  # sd for log gamma, log ell
+    ls_starts: int = _D["ls_starts"]
+    log_every: int = _D["log_every"]
+    progress: bool = _D["progress"]
+    engine: str = _D["engine"]
+    theta_scale: str = _D["theta_scale"]
+    protocol: str = _D["protocol"]
+    reference_box: float = _D["reference_box"]
+    until_converged: dict[str, Any] | None = _D["until_converged"]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], key: str = "bayes.sampler") -> SamplerConfig:

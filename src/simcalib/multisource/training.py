@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError
 from simcalib.multisource.loss import ipronc_loss
 from simcalib.multisource.model import IProNC
@@ -28,31 +29,38 @@ from simcalib.progress import eta
 log = logging.getLogger(__name__)
 
 
+#: multisource.fit's defaults, read from multisource.schema.yaml: the one source of
+#: defaults, so a fit started from Python trains what a config would.
+_D: dict[str, Any] = schema_defaults("multisource.schema.yaml")["fit"]
+
+
 @dataclass
 class FitSettings:
-    epochs: int = 4000
-    lr: float = 1e-2
-    lr_theta: float | None = None
-    weight_decay: float = 1e-3
-    batch_size: int | None = None
-    beta_is: float = 0.1
-    beta_kl: float = 0.1
-    sigma_p: float = 0.2
-    kl: str = "paper"
-    phi: float = 0.05
-    theta_sd_init: float = 0.2
-    block0: list[int] = field(default_factory=lambda: [5])
-    block1: list[int] = field(default_factory=lambda: [5])
-    block2: list[int] = field(default_factory=lambda: [5])
-    block3: list[int] = field(default_factory=lambda: [16, 32, 16, 8])
-    latent: int = 2
-    activation: str = "tanh"
-    sd_floor: float = 1e-3
-    val_every: int = 50
-    restore_best: bool = False
-    log_every: int = 500
-    n_seeds: int = 3
-    n_posterior: int = 2000
+    """iPro-NC training settings (``multisource.fit``; the schema documents each)."""
+
+    epochs: int = _D["epochs"]
+    lr: float = _D["lr"]
+    lr_theta: float | None = _D["lr_theta"]
+    weight_decay: float = _D["weight_decay"]
+    batch_size: int | None = _D["batch_size"]
+    beta_is: float = _D["beta_is"]
+    beta_kl: float = _D["beta_kl"]
+    sigma_p: float = _D["sigma_p"]
+    kl: str = _D["kl"]
+    phi: float = _D["phi"]
+    theta_sd_init: float = _D["theta_sd_init"]
+    block0: list[int] = field(default_factory=lambda: list(_D["block0"]))
+    block1: list[int] = field(default_factory=lambda: list(_D["block1"]))
+    block2: list[int] = field(default_factory=lambda: list(_D["block2"]))
+    block3: list[int] = field(default_factory=lambda: list(_D["block3"]))
+    latent: int = _D["latent"]
+    activation: str = _D["activation"]
+    sd_floor: float = _D["sd_floor"]
+    val_every: int = _D["val_every"]
+    restore_best: bool = _D["restore_best"]
+    log_every: int = _D["log_every"]
+    n_seeds: int = _D["n_seeds"]
+    n_posterior: int = _D["n_posterior"]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, where: str = "fit") -> FitSettings:

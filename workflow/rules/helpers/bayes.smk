@@ -7,10 +7,11 @@ from simcalib.bayes.checks import check_data_settings
 from simcalib.bayes.params import data_params as bayes_data_params
 from simcalib.bayes.params import run_params as bayes_run_params_of
 
-BAYES = config.get("bayes", {})
-BAYES_SETTINGS = list(BAYES.get("settings", []))
-BAYES_METHODS = list(BAYES.get("methods", ["koh", "mos"]))
-BAYES_REPS = list(range(int(BAYES.get("replications", 0))))
+# the validated config: the schema filled every default (its one source)
+BAYES = config["bayes"]
+BAYES_SETTINGS = list(BAYES["settings"])
+BAYES_METHODS = list(BAYES["methods"])
+BAYES_REPS = list(range(int(BAYES["replications"])))
 # user model modules and data files are found beside the config file(s), then in the
 # working directory (no PYTHONPATH needed); relative, so moving the project reruns nothing
 # (then the workflow's own directory, for the shipped examples under resources/)
@@ -25,7 +26,7 @@ BAYES_SYNTHETIC = [s for s in BAYES_SETTINGS if s not in BAYES_DATA_SETTINGS]
 
 
 def bayes_options(setting):
-    return (BAYES.get("setting_options") or {}).get(setting, {})
+    return BAYES["setting_options"].get(setting, {})
 
 
 def bayes_run_params(setting):
@@ -36,8 +37,8 @@ def bayes_run_params(setting):
 def bayes_run_minutes(wildcards):
     """Generous runtime (minutes): ~10 ms per iteration and chain covers the slowest
     model (FitzHugh-Nagumo) on a loaded core, plus start-up and prediction."""
-    s = {**BAYES.get("sampler", {}), **(bayes_options(wildcards.setting).get("sampler") or {})}
-    return 10 + int(s.get("iterations", 2000) * s.get("chains", 2) * 0.01 / 60)
+    s = {**BAYES["sampler"], **(bayes_options(wildcards.setting).get("sampler") or {})}
+    return 10 + int(s["iterations"] * s["chains"] * 0.01 / 60)
 
 
 def bayes_runs(setting, name):

@@ -11,7 +11,7 @@ SWEEP_PREFIX = "calibration/sweep/R"
 
 
 def cal_studies():
-    return [s for s in STUDIES if config["studies"][s].get("calibration", {}).get("enabled")]
+    return [s for s in STUDIES if config["studies"][s]["calibration"]["enabled"]]
 
 
 def caldir_of(tset):
@@ -65,11 +65,11 @@ def anchors_inputs(wildcards):
     d = {k: v.format(study=wildcards.study) for k, v in MM_FILES.items()}
     d["targets"] = f"results/{wildcards.study}/{caldir_targets(wildcards.caldir)}.csv"
     cfg = config["studies"][wildcards.study]
-    opt = cfg.get("optimize") or {}
+    opt = cfg["optimize"]
     if (
         wildcards.caldir == "calibration"
         and not opt.get("weights")
-        and solver_set_name(cfg) == opt.get("solver")
+        and solver_set_name(cfg) == opt["solver"]
     ):
         d["solved"] = f"results/{wildcards.study}/op/op.csv"
     return d

@@ -9,7 +9,7 @@ MM_NOT_TRAINING = ("enabled", "fine_tune_epochs", "fine_tune_lr")
 
 
 def mm_studies():
-    return [s for s in STUDIES if (config["studies"][s].get("metamodel") or {}).get("enabled")]
+    return [s for s in STUDIES if config["studies"][s]["metamodel"]["enabled"]]
 
 
 def mm_train_params(wildcards):

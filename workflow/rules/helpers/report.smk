@@ -4,11 +4,10 @@
 import os
 
 REPORT_INPUTS = list(ALL_TARGETS)
-REPORT_STUDIES = [s for s in STUDIES if config["studies"][s].get("metamodel", {}).get("enabled")]
-REPORT_BAYES = list(config.get("bayes", {}).get("settings", []) or [])
+REPORT_STUDIES = [s for s in STUDIES if config["studies"][s]["metamodel"]["enabled"]]
+REPORT_BAYES = list(config["bayes"]["settings"])
 REPORT_MS = bool(
-    config.get("multisource", {}).get("analytic", {}).get("enabled")
-    or config.get("multisource", {}).get("hardening", {}).get("enabled")
+    config["multisource"]["analytic"]["enabled"] or config["multisource"]["hardening"]["enabled"]
 )
 REPORT_TABLES = "results/report/tables"
 
