@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simcalib.bayes.data import read_obs
-from simcalib.bayes.likelihood import Likelihood, ObsData
+from simcalib.bayes.data import ObsData, read_obs
+from simcalib.bayes.likelihood import Likelihood
 from simcalib.bayes.models import make_setting
 from simcalib.bayes.ode import ODEModel, finite_difference_sensitivities
 from simcalib.cli import main as cli_main

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from simcalib.errors import ConfigError
-from simcalib.simulators import command
-from simcalib.simulators.base import make_simulator
+from simcalib.simulators import command, command_build
+from simcalib.simulators.factory import make_simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = "resources/example_simulator/oscillator.py"
@@ -83,7 +83,7 @@ def check_values(res: pd.DataFrame, df: pd.DataFrame) -> None:
 
 
 def test_lines_input_keyvalue_output_matches_formula() -> None:
-    sim = command.build(lines_options(), STUDY, KEY)
+    sim = command_build.build(lines_options(), STUDY, KEY)
     df = design(4)
     df.loc[3, "damping"] = 2 * math.sqrt(df.stiffness[3] * df.mass[3]) * 1.5  # overdamped
     res = sim.run(df, np.arange(len(df)), threads=2)
@@ -98,7 +98,7 @@ def test_json_input_and_json_parser() -> None:
                          command=[sys.executable, SIM, "--config", "{input_file}",
                                   "--output", "{output_file}", "--format", "json"],
                          output_file="out-{seed}.json", parser="json")
-    sim = command.build(opts, STUDY, KEY)
+    sim = command_build.build(opts, STUDY, KEY)
     df = design(3)
     res = sim.run(df, np.array([5, 6, 7]))
     assert (res.status == "ok").all(), res.message.tolist()
@@ -112,7 +112,7 @@ def test_inline_template_and_csv_parser() -> None:
                          command=[sys.executable, SIM, "--config", "{input_file}",
                                   "--output", "{output_file}", "--format", "csv"],
                          output_file="summary.csv", parser="csv")
-    sim = command.build(opts, STUDY, KEY)
+    sim = command_build.build(opts, STUDY, KEY)
     df = design(3)
     res = sim.run(df, np.arange(3))
     assert (res.status == "ok").all(), res.message.tolist()
@@ -124,7 +124,7 @@ def test_template_file_and_integer_rendering(tmp_path: Path) -> None:
     tfile.write_text("mass {mass}\nstiffness {stiffness}\ndamping {damping}\nfailmode {failmode}\n")
     opts = lines_options(input_file={"format": "template", "template_file": str(tfile)},
                          keep_failed=True, workdir=str(tmp_path / "w"))
-    sim = command.build(opts, STUDY, KEY)
+    sim = command_build.build(opts, STUDY, KEY)
     # the context failmode has integer values: written as '0', not '0.0'
     text = sim._input_text({"mass": 1.0, "failmode": 0},
                            {"mass": 1.0, "stiffness": 2.0, "damping": 0.1, "failmode": 0})
@@ -142,7 +142,7 @@ def test_command_line_arguments_only_and_indexed_key() -> None:
             "output_map": {"Displacement samples[1]": "x2", "Peak time": "peak_time"},
             "outputs": ["x2", "peak_time"]}
     study = {k: v for k, v in STUDY.items() if k != "outputs"}
-    sim = command.build(opts, study, KEY)
+    sim = command_build.build(opts, study, KEY)
     res = sim.run(pd.DataFrame({"mass": [1.0], "stiffness": [4.0], "damping": [0.8],
                                 "failmode": [0]}), [1])
     assert res.status.iloc[0] == "ok", res.message.iloc[0]
@@ -155,7 +155,7 @@ def test_stdout_output_and_env() -> None:
     code = "import os; print('y: ' + str({mass} * 2)); print('z: ' + os.environ['SCALE'])"
     opts = {"command": [sys.executable, "-c", code], "output_file": "-",
             "outputs": ["y", "z"], "env": {"SCALE": "{seed}"}}
-    sim = command.build(opts, {"parameters": {"mass": {}}}, KEY)
+    sim = command_build.build(opts, {"parameters": {"mass": {}}}, KEY)
     res = sim.run(pd.DataFrame({"mass": [1.5, 2.5]}), np.array([3, 4]), threads=2)
     assert res.status.tolist() == ["ok", "ok"]
     assert res.y.tolist() == [3.0, 5.0] and res.z.tolist() == [3.0, 4.0]
@@ -182,7 +182,7 @@ def _alive(pid: int, wait: float = 3.0) -> bool:
 def test_failures_become_status_rows(tmp_path: Path) -> None:
     # 3 s: long enough for a loaded CI machine to start Python, short for the hung row
     opts = lines_options(timeout=3, keep_failed=True, workdir=str(tmp_path))
-    sim = command.build(opts, STUDY, KEY)
+    sim = command_build.build(opts, STUDY, KEY)
     df = design(8, failmode=[0, 1, 2, 3, 4, 5, 0, 0])
     df.loc[6, "mass"] = -1.0        # physically invalid: the program exits 2
     df.loc[7, "damping"] = np.nan   # never reaches the program
@@ -209,7 +209,7 @@ def test_failures_become_status_rows(tmp_path: Path) -> None:
 
 
 def test_failed_scratch_removed_without_keep_failed(tmp_path: Path) -> None:
-    sim = command.build(lines_options(workdir=str(tmp_path)), STUDY, KEY)
+    sim = command_build.build(lines_options(workdir=str(tmp_path)), STUDY, KEY)
     res = sim.run(design(2, failmode=[1, 0]), np.arange(2))
     assert res.status.tolist() == ["error", "ok"]
     assert not any(tmp_path.iterdir())
@@ -219,7 +219,7 @@ def test_threads_give_identical_results() -> None:
     df = design(4)
     df["noise"] = 0.05
     study = {**STUDY, "parameters": {**STUDY["parameters"], "noise": {"lower": 0, "upper": 1}}}
-    sim = command.build(lines_options(), study, KEY)
+    sim = command_build.build(lines_options(), study, KEY)
     seeds = np.arange(100, 104)
     serial = sim.run(df, seeds, threads=1)
     parallel = sim.run(df, seeds, threads=4)
@@ -234,7 +234,7 @@ def test_threads_give_identical_results() -> None:
 def test_run_id_column_and_index() -> None:
     opts = {"command": [sys.executable, "-c", "print('r: {run_id}')"], "output_file": "-",
             "outputs": ["r"]}
-    sim = command.build(opts, {"parameters": {"mass": {}}}, KEY)
+    sim = command_build.build(opts, {"parameters": {"mass": {}}}, KEY)
     df = pd.DataFrame({"mass": [1.0, 2.0]}, index=[10, 11])
     assert sim.run(df, [0, 0]).r.tolist() == [10.0, 11.0]
     df["run_id"] = [7, 8]
@@ -277,7 +277,7 @@ def test_through_make_simulator() -> None:
 def test_config_errors_name_the_key_path(options: dict, path: str, text: str) -> None:
     opts = lines_options(**options)
     with pytest.raises(ConfigError) as exc:
-        command.build(opts, STUDY, KEY)
+        command_build.build(opts, STUDY, KEY)
     assert exc.value.path == path
     assert text in exc.value.message
 
@@ -287,12 +287,12 @@ def test_outputs_required() -> None:
     opts = lines_options()
     opts.pop("output_map")
     with pytest.raises(ConfigError) as exc:
-        command.build(opts, study, KEY)
+        command_build.build(opts, study, KEY)
     assert exc.value.path == f"{KEY}.outputs"
 
 
 def test_relative_paths_are_resolved_against_root() -> None:
-    sim = command.build(lines_options(command=[SIM, "--config", "{input_file}"],
+    sim = command_build.build(lines_options(command=[SIM, "--config", "{input_file}"],
                                       link_files=[SIM]), STUDY, KEY)
     assert sim.argv[0].text == str(ROOT / SIM)
     assert sim.argv[2].text == "{input_file}"
@@ -303,7 +303,7 @@ def test_link_files_are_visible_to_the_program() -> None:
     code = "print('n: ' + str(len(open('oscillator.py').read()) > 0))"
     opts = {"command": [sys.executable, "-c", code.replace("str(", "str(int(") + ")"],
             "output_file": "-", "outputs": ["n"], "link_files": [SIM]}
-    sim = command.build(opts, {"parameters": {"mass": {}}}, KEY)
+    sim = command_build.build(opts, {"parameters": {"mass": {}}}, KEY)
     res = sim.run(pd.DataFrame({"mass": [1.0]}), [0])
     assert res.status.iloc[0] == "ok", res.message.iloc[0]
     assert res.n.iloc[0] == 1.0
@@ -315,7 +315,7 @@ def test_sigterm_kills_running_programs(tmp_path: Path) -> None:
     import threading
 
     opts = lines_options(timeout=60, keep_failed=True, workdir=str(tmp_path))
-    sim = command.build(opts, STUDY, KEY)
+    sim = command_build.build(opts, STUDY, KEY)
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
     timer.start()
     with pytest.raises(SystemExit):
@@ -350,7 +350,7 @@ def test_shipped_example_found_from_another_directory(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Snakemake may run in another directory (``-d``); the example still resolves."""
     monkeypatch.chdir(tmp_path)
-    sim = command.build(lines_options(), STUDY, KEY)
+    sim = command_build.build(lines_options(), STUDY, KEY)
     assert sim.argv[1].text == str(ROOT / SIM)
     res = sim.run(design(1), [0])
     assert res.status.iloc[0] == "ok", res.message.iloc[0]

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from simcalib.errors import ConfigError
-from simcalib.simulators import command
+from simcalib.simulators import command, command_build
 
 KEY = "studies.s.simulator.options"
 STUDY = {"parameters": {"x": {}}}
@@ -27,7 +27,7 @@ ONE = pd.DataFrame({"x": [1.0]})
 def build(**opts: object) -> command.CommandSimulator:
     base = {"command": [sys.executable, "-c", "print('y: 1')"], "output_file": "-",
             "outputs": ["y"]}
-    return command.build({**base, **opts}, STUDY, KEY)
+    return command_build.build({**base, **opts}, STUDY, KEY)
 
 
 @pytest.fixture
@@ -156,10 +156,10 @@ def _wait_for(cond, timeout: float) -> bool:  # type: ignore[no-untyped-def]
 DRIVER = textwrap.dedent("""
     import sys
     import numpy as np, pandas as pd
-    from simcalib.simulators import command
+    from simcalib.simulators import command_build
     pids, work = sys.argv[1], sys.argv[2]
     script = "sleep 60 & echo $! >> " + pids + "; echo $$ >> " + pids + "; wait"
-    sim = command.build({"command": ["/bin/sh", "-c", script], "output_file": "-",
+    sim = command_build.build({"command": ["/bin/sh", "-c", script], "output_file": "-",
                          "outputs": ["y"], "workdir": work, "keep_failed": True,
                          "link_files": [sys.argv[3]], "timeout": 120},
                         {"parameters": {"x": {}}}, "k")

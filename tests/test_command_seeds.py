@@ -11,7 +11,7 @@ import pytest
 
 from simcalib.errors import ConfigError
 from simcalib.seeds import row_seeds
-from simcalib.simulators import command, count_warnings
+from simcalib.simulators import command, command_build, count_warnings
 
 KEY = "studies.s.simulator.options"
 STUDY = {"parameters": {"mass": {}}}
@@ -22,7 +22,7 @@ ECHO = "import sys; print('seed: ' + sys.argv[1])"
 def echo_sim(**over: object) -> command.CommandSimulator:
     opts = {"command": [sys.executable, "-c", ECHO, "{seed}"], "output_file": "-",
             "outputs": ["seed"], **over}
-    return command.build(opts, STUDY, KEY)
+    return command_build.build(opts, STUDY, KEY)
 
 
 def test_command_never_sees_a_seed_above_2_31() -> None:
@@ -56,7 +56,7 @@ def test_stderr_warnings_of_successful_runs_reach_the_message() -> None:
             " if sys.argv[1] == '1' else 'reading config\\n')")
     opts = {"command": [sys.executable, "-c", code, "{mass}"], "output_file": "-",
             "outputs": ["y"]}
-    sim = command.build(opts, STUDY, KEY)
+    sim = command_build.build(opts, STUDY, KEY)
     res = sim.run(pd.DataFrame({"mass": [1, 2, 1]}), np.arange(3))
     assert res.status.tolist() == ["ok"] * 3
     assert res.message[1] == ""
@@ -72,7 +72,7 @@ def test_child_cpu_time_is_measured() -> None:
 
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n" \
            "print('y: 1')"
-    sim = command.build({"command": [sys.executable, "-c", burn], "output_file": "-",
+    sim = command_build.build({"command": [sys.executable, "-c", burn], "output_file": "-",
                          "outputs": ["y"]}, STUDY, KEY)
     with measure_cpu() as cpu:
         res = sim.run(pd.DataFrame({"mass": [1.0, 2.0]}), [0, 1], threads=2)

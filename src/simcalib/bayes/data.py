@@ -19,11 +19,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib.bayes.likelihood import ObsData
 from simcalib.errors import DataError
 from simcalib.io import read_csv
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class ObsData:
+    """Observations ``y[time, output]`` (NaN = missing) at times ``t``."""
+
+    t: np.ndarray
+    y: np.ndarray
+    outputs: list[str]
 
 
 @dataclass

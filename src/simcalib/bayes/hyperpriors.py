@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from simcalib.bayes.likelihood import Likelihood, ObsData
+from simcalib.bayes.data import ObsData
+from simcalib.bayes.likelihood import Likelihood
 from simcalib.bayes.models import UNIT_PRIORS, Setting
 
 log = logging.getLogger(__name__)

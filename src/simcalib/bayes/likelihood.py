@@ -8,24 +8,15 @@ MCMC algorithm.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import numpy as np
 
+from simcalib.bayes.data import ObsData
 from simcalib.bayes.kernels import ObsLayout
 from simcalib.bayes.models import Setting
 from simcalib.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ObsData:
-    """Observations ``y[time, output]`` (NaN = missing) at times ``t``."""
-
-    t: np.ndarray
-    y: np.ndarray
-    outputs: list[str]
 
 
 class Likelihood:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from simcalib.bayes.data import read_obs
 from simcalib.bayes.loading import load_factory, resolve_path, search_dirs
 from simcalib.bayes.ode import ODEModel
 from simcalib.errors import ConfigError, DataError
@@ -305,8 +306,6 @@ def make_setting(name: str, options: Mapping[str, Any] | None = None,
 def _with_data(s: Setting, path: str, where: str, observed_given: bool,
                dirs: Sequence[str]) -> Setting:
     """A real-data setting: its observed states and time design come from the file."""
-    from simcalib.bayes.data import read_obs
-
     file = resolve_path(path, search_dirs(dirs))
     if not os.path.exists(file):
         raise ConfigError(f"{where}.data", f"data file {path!r} not found (looked in "

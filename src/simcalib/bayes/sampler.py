@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 
+from simcalib.bayes.data import ObsData
 from simcalib.bayes.kernels import (
     CholeskyError,
     MosFactors,
@@ -43,7 +44,7 @@ from simcalib.bayes.kernels import (
     robust_cholesky,
     tri_solve,
 )
-from simcalib.bayes.likelihood import Likelihood, ObsData
+from simcalib.bayes.likelihood import Likelihood
 from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError, DataError
 from simcalib.progress import eta

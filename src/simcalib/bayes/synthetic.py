@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from simcalib.bayes.data import ObsData
 from simcalib.bayes.kernels import ObsLayout, mos_from_koh, robust_cholesky
-from simcalib.bayes.likelihood import ObsData
 from simcalib.bayes.models import Setting
 from simcalib.errors import DataError
 

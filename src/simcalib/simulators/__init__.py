@@ -4,13 +4,6 @@ Built-in types: ``rosenbrock``, ``epidemic`` (FluTE-style), ``python``
 (``module:function``) and ``command`` (an external executable).
 """
 
-from simcalib.simulators import (  # noqa: F401  (register)
-    command,
-    command_build,
-    epidemic_adapter,
-    pyfunc,
-    rosenbrock,
-)
 from simcalib.simulators.base import (
     REGISTRY,
     STATUSES,
@@ -18,10 +11,10 @@ from simcalib.simulators.base import (
     Simulator,
     count_warnings,
     finalize,
-    make_simulator,
     result_columns,
     study_outputs,
 )
+from simcalib.simulators.factory import make_simulator
 from simcalib.simulators.layer import SharedLayer, replicate_seeds
 from simcalib.simulators.probe import probe, probe_is_reusable
 from simcalib.simulators.usage import CpuTimes, cpu_times, measure_cpu

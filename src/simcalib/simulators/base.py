@@ -123,34 +123,19 @@ def check_options(options: Mapping[str, Any], allowed: Mapping[str, Any], key: s
             raise ConfigError(f"{key}.{k}", f"unknown option{hint}; allowed: {sorted(allowed)}")
 
 
-def make_simulator(study: Mapping[str, Any], key: str = "study") -> Simulator:
-    """Build the simulator a study names (``study['simulator']['type']``)."""
-    from simcalib import simulators as _pkg  # noqa: F401  (registers the built-ins)
-    from simcalib.simulators.layer import SharedLayer, check_layer, inner_outputs, read_layer_spec
+def check_columns(raw: pd.DataFrame, outputs: list[str], key: str) -> None:
+    """Raise ``ConfigError`` when a function's successful result lacks an output."""
+    import difflib
 
-    spec = study["simulator"]
-    kind = spec["type"]
-    if kind not in REGISTRY:
-        raise ConfigError(f"{key}.simulator.type",
-                          f"unknown simulator {kind!r}; known: {sorted(REGISTRY)}")
-    replicates, derived = read_layer_spec(spec, f"{key}.simulator")
-    inner_study = dict(study)
-    need = inner_outputs(study.get("outputs"), derived)
-    if need is None:
-        inner_study.pop("outputs", None)
-    else:
-        inner_study["outputs"] = need
-    sim = REGISTRY[kind](spec.get("options") or {}, inner_study, f"{key}.simulator.options")
-    if replicates > 1 or derived:
-        check_layer(sim, replicates, derived, f"{key}.simulator")
-        sim = SharedLayer(sim, replicates, derived, f"{key}.simulator")
-    declared = study.get("outputs")
-    if declared:
-        missing = [o for o in declared if o not in sim.outputs]
-        if missing:
-            raise ConfigError(f"{key}.outputs", f"{missing} not produced by simulator {kind!r}, "
-                              f"which gives {sim.outputs}")
-    return sim
+    if "status" in raw and (raw["status"].astype(str) != "ok").all():
+        return  # it failed; the row says why
+    cols = [str(c) for c in raw.columns if c not in ("status", "message")]
+    for o in outputs:
+        if o not in raw.columns:
+            close = difflib.get_close_matches(o, cols, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(key, f"the probe run's result has no column for output {o!r}"
+                              f"{hint}; it returned {cols}")
 
 
 def study_outputs(study: Mapping[str, Any], sim: Simulator) -> list[str]:

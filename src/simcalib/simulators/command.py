@@ -578,14 +578,3 @@ def _render_extra(value: Any, values: Mapping[str, Any], as_json: bool) -> Any:
     if as_json and m:
         return values[m.group(1)]
     return value.render(values)
-
-
-
-def __getattr__(name: str) -> Any:
-    """``command.build`` (the builder lives in :mod:`.command_build`, which needs
-    this module's :class:`CommandSimulator`)."""
-    if name == "build":
-        from simcalib.simulators.command_build import build
-
-        return build
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib.simulators.base import STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, finalize
+from simcalib.simulators.base import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_TIMEOUT,
+    check_columns,
+    finalize,
+)
 from simcalib.simulators.scratch import Watchdog, trap_sigterm
 
 STARTUP_S = 120.0  # a worker must import the function within this long
@@ -51,6 +57,8 @@ def worker_main(fd: int) -> None:
     except (EOFError, OSError):
         return
     sys.path.extend(p for p in sys_path if p not in sys.path)
+    # the one deferred import kept on purpose: the worker process imports the user's
+    # function through pyfunc (pyfunc builds this module's IsolatedPython in the parent)
     from simcalib.simulators.pyfunc import PythonFunction, load_callable
 
     try:
@@ -129,8 +137,6 @@ class IsolatedPython:
                         f"{self.key}.function")
 
     def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
-        from simcalib.simulators.pyfunc import check_columns
-
         raw = pd.DataFrame(self.run_raw(inputs.iloc[:1], np.array([seed])),
                            index=inputs.index[:1])
         check_columns(raw, self.outputs, f"{self.key}.outputs")

@@ -30,6 +30,7 @@ from simcalib.errors import ConfigError
 from simcalib.expressions import ExpressionError, evaluate, names_in
 from simcalib.seeds import int_seed
 from simcalib.simulators.base import STATUS_OK, WARNING_PREFIX, Simulator, finalize
+from simcalib.simulators.probe import probe
 
 RESERVED = ("status", "message", "run_id", "target_id")
 SD_SUFFIX = "_sd"
@@ -83,8 +84,6 @@ class SharedLayer:
     def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
         """One run of the first row (replicate 1's seed), derived outputs included;
         see :func:`simcalib.simulators.probe`."""
-        from simcalib.simulators.probe import probe
-
         s = int(replicate_seeds(np.array([seed]), self.replicates)[0, 0])
         return self.derive(probe(self.inner, inputs.iloc[:1], s))
 

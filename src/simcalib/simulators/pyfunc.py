@@ -22,7 +22,14 @@ import numpy as np
 import pandas as pd
 
 from simcalib.errors import ConfigError
-from simcalib.simulators.base import STATUS_ERROR, check_options, finalize, register
+from simcalib.simulators.base import (
+    STATUS_ERROR,
+    check_columns,
+    check_options,
+    finalize,
+    register,
+)
+from simcalib.simulators.isolate import IsolatedPython
 
 ALLOWED = {"function": None, "outputs": None, "options": None, "path": None, "isolate": False,
            "timeout": None}
@@ -90,21 +97,6 @@ class PythonFunction:
         return finalize(raw, self.outputs, inputs.index[:1], f"{self.key}.function")
 
 
-def check_columns(raw: pd.DataFrame, outputs: list[str], key: str) -> None:
-    """Raise ``ConfigError`` when a function's successful result lacks an output."""
-    import difflib
-
-    if "status" in raw and (raw["status"].astype(str) != "ok").all():
-        return  # it failed; the row says why
-    cols = [str(c) for c in raw.columns if c not in ("status", "message")]
-    for o in outputs:
-        if o not in raw.columns:
-            close = difflib.get_close_matches(o, cols, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ConfigError(key, f"the probe run's result has no column for output {o!r}"
-                              f"{hint}; it returned {cols}")
-
-
 @register("python")
 def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any:
     """``PythonFunction``, or with ``isolate: true`` an
@@ -136,8 +128,6 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any
           else load_callable(str(options["function"]), f"{key}.function", options.get("path")))
     fn_options = options.get("options") or {}
     if isolate:
-        from simcalib.simulators.isolate import IsolatedPython
-
         path = options.get("path")
         return IsolatedPython(str(options["function"]),
                               str(Path(path).resolve()) if path else None, outputs,
