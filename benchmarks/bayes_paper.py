@@ -73,7 +73,7 @@ def run_batch(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ``cpu_total`` of a run is the batch's process CPU divided by its size."""
     from simcalib.bayes._threads import limit_blas_threads
     from simcalib.bayes.metrics import output_metrics_one
-    from simcalib.bayes.models import make_setting
+    from simcalib.bayes.models import build_setting
     from simcalib.bayes.posterior import build_idata
     from simcalib.bayes.predict import predictive
     from simcalib.bayes.sampler import Likelihood, SamplerConfig, run_many
@@ -84,7 +84,7 @@ def run_batch(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     job0 = jobs[0]
     s, proto, method, seed = job0["setting"], job0["protocol"], job0["method"], job0["seed"]
     c0 = time.process_time()
-    setting = make_setting(s)
+    setting = build_setting(s)
     sims = [simulate(setting, rng(seed, "bayes", s, "data", j["rep"]), refine=10)
             for j in jobs]
     pbs = [Likelihood(setting, sim.obs, method) for sim in sims]

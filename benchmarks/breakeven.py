@@ -55,7 +55,7 @@ from simcalib.metamodel.strategies.runner import default_optimize, rescore  # no
 from simcalib.metamodel.strategies.settings import merged_settings, solver_options  # noqa: E402
 from simcalib.metamodel.training import train_metamodel  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
-from simcalib.study import Study, get_study  # noqa: E402
+from simcalib.study import Study, build_study  # noqa: E402
 from simcalib.study.simulation import make_targets, simulate_rows  # noqa: E402
 
 OUT = ROOT / "results" / "benchmarks"
@@ -106,7 +106,7 @@ def run_study(cfg: dict[str, Any], name: str, seeds: list[int], n_targets: int,
               methods: tuple[str, ...], bb: tuple[str, ...], log: logging.Logger,
               own_size: bool = True, small_on_long: bool = True) -> pd.DataFrame:
     """Per-target results of one study over seeds (long format)."""
-    base = get_study(cfg, name)
+    base = build_study(cfg, name)
     cal = merged_settings(base.cfg["calibration"])
     r = int(cal["budget"])
     stochastic = rescore_k > 0

@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from simcalib.bayes._threads import limit_blas_threads  # noqa: E402
-from simcalib.bayes.models import BUILTIN, make_setting, set_solver  # noqa: E402
-from simcalib.bayes.posterior import build_idata, summarize  # noqa: E402
+from simcalib.bayes.models import BUILTIN, build_setting, set_solver  # noqa: E402
+from simcalib.bayes.posterior import build_idata, posterior_summary  # noqa: E402
 from simcalib.bayes.sampler import Likelihood, SamplerConfig, run, run_many  # noqa: E402
 from simcalib.bayes.synthetic import simulate  # noqa: E402
 from simcalib.io import write_csv  # noqa: E402
@@ -62,7 +62,7 @@ def bench(name: str, method: str, iterations: int, chains: int, seed: int,
           engine: str = "vectorized", lsoda: bool = False, rep: int = 0) -> dict:
     """One row; ``lsoda``: a model that would be compiled (dopri5) uses LSODA instead,
     as before the compiled solver (linear models keep their exact expm)."""
-    setting = make_setting(name)
+    setting = build_setting(name)
     if lsoda and setting.model.solver == "dopri5":
         set_solver(setting.model, "lsoda", name)
     sim = simulate(setting, rng(seed, "bayes", name, "data", rep))
@@ -80,7 +80,7 @@ def bench_batched(name: str, method: str, iterations: int, chains: int, seed: in
     ``0 .. max(reps, batch) - 1`` as lanes of one lock-step program (``run_many``):
     the same draws as the vectorized engine's (bit for bit), the batch's CPU shared
     equally by its chains."""
-    setting = make_setting(name)
+    setting = build_setting(name)
     n = max(reps, batch)
     sims = [simulate(setting, rng(seed, "bayes", name, "data", r)) for r in range(n)]
     pbs = [Likelihood(setting, sim.obs, method) for sim in sims]
@@ -94,7 +94,8 @@ def bench_batched(name: str, method: str, iterations: int, chains: int, seed: in
 
 def _row(name: str, method: str, engine: str, setting, pb, res, rep: int, iterations: int,
          chains: int, batch: int) -> dict:
-    summ = summarize(build_idata(pb, res, {"setting": name, "method": method}), setting.params)
+    summ = posterior_summary(build_idata(pb, res, {"setting": name, "method": method}),
+                             setting.params)
     secs = [c.seconds for c in res.chains]
     cpu = [c.cpu_seconds for c in res.chains]
     ess = float(summ["ess_bulk"].min())

@@ -40,7 +40,7 @@ from simcalib.metamodel.milp.warmstart import multistart_lbfgs, sample_search
 from simcalib.metamodel.model import Metamodel
 from simcalib.metamodel.training import train_metamodel
 from simcalib.seeds import rng
-from simcalib.study import get_study
+from simcalib.study import build_study
 from simcalib.study.simulation import make_targets, simulate_rows
 
 NETS = {"2x16": [16, 16], "1x32": [32], "2x32": [32, 32], "2x64": [64, 64],
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = load_config(args.config)
     seed = int(config["seed"])
-    study = get_study(config, args.study)
+    study = build_study(config, args.study)
     nets = args.nets or (list(QUICK_NETS) if args.quick else list(NETS))
     n_targets = args.targets or (5 if args.quick else 20)
     tl = args.time_limit or (10.0 if args.quick else 60.0)

@@ -4,7 +4,7 @@ Snakefile runs before any job), and the message names the offending key path.
 One base config exercises every section (a study with contexts, constraints, extra
 target sets, metamodel, OP and calibration; a command-line simulator; bayes;
 multisource; report); each case patches it in one place.  Cases marked "new" in the
-comments were accepted (or failed late or with a bare traceback) before issue 14.
+comments were accepted (or failed late or with a bare traceback).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from simcalib.bayes.kernels import (
     mos_from_koh,
     robust_cholesky,
 )
-from simcalib.bayes.models import BUILTIN, Setting, make_setting
+from simcalib.bayes.models import BUILTIN, Setting, build_setting
 from simcalib.bayes.ode import ODEModel, finite_difference_sensitivities
 from simcalib.bayes.sampler import Likelihood, ObsData, Sampler, SamplerConfig, run
 from simcalib.cli import main as cli_main
@@ -179,13 +179,13 @@ def test_nonfinite_ode_is_rejected_and_counted():
 
 def test_bad_bounds_and_priors_fail_early():
     with pytest.raises(ConfigError, match="bounds.k1"):
-        make_setting("two_mass", {"bounds": {"k1": [5, 1]}})
+        build_setting("two_mass", {"bounds": {"k1": [5, 1]}})
     with pytest.raises(ConfigError, match="bounds.zz"):
-        make_setting("two_mass", {"bounds": {"zz": [0, 1]}})
+        build_setting("two_mass", {"bounds": {"zz": [0, 1]}})
     with pytest.raises(ConfigError, match="gamma_prior"):
-        make_setting("two_mass", {"gamma_prior": [0, -1]})
+        build_setting("two_mass", {"gamma_prior": [0, -1]})
     with pytest.raises(ConfigError, match="unknown setting"):
-        make_setting("three_mass")
+        build_setting("three_mass")
     with pytest.raises(ConfigError, match="burn_in"):
         SamplerConfig.from_dict({"iterations": 10, "burn_in": 10})
     with pytest.raises(ConfigError, match="unknown key"):

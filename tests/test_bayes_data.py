@@ -1,4 +1,4 @@
-"""Bayesian calibration on real data (issue 13): a user's model and data file, no truth.
+"""Bayesian calibration on real data: a user's model and data file, no truth.
 
 A tiny user model (exponential decay whose rate is called ``gamma``, the name the
 discrepancy variance used to take, and whose initial value is a parameter) keeps
@@ -18,7 +18,7 @@ import pytest
 
 from simcalib.bayes.data import ObsData, read_obs
 from simcalib.bayes.likelihood import Likelihood
-from simcalib.bayes.models import make_setting
+from simcalib.bayes.models import build_setting
 from simcalib.bayes.ode import ODEModel, finite_difference_sensitivities
 from simcalib.cli import main as cli_main
 from simcalib.errors import ConfigError, DataError
@@ -69,13 +69,13 @@ def user_dir(tmp_path: Path) -> Path:
 
 # ----------------------------------------------------------------------- (c) user models
 def test_user_model_resolves_beside_the_config_without_pythonpath(user_dir):
-    s = make_setting("decay", {"model": "decaymodel:setting", "data": "decay.csv"},
+    s = build_setting("decay", {"model": "decaymodel:setting", "data": "decay.csv"},
                      dirs=[str(user_dir)])
     assert s.params == ["gamma", "delta", "x0"] and s.data == str(user_dir / "decay.csv")
     assert (s.t_start, s.t_end, s.n_obs) == (0.0, 12.0, 20)
     # no priors given: left for the data to set (see test_data_scaled_priors...)
     assert s.gamma_prior is None and s.sigma2_prior is None
-    by_file = make_setting("decay", {"model": str(user_dir / "decaymodel.py") + ":setting"})
+    by_file = build_setting("decay", {"model": str(user_dir / "decaymodel.py") + ":setting"})
     assert by_file.params == s.params
 
 
@@ -90,7 +90,7 @@ def test_user_model_resolves_beside_the_config_without_pythonpath(user_dir):
 ])
 def test_bad_user_models_fail_at_validation_naming_the_problem(user_dir, opts, key, match):
     with pytest.raises(ConfigError, match=match) as err:
-        make_setting("decay", opts, dirs=[str(user_dir)])
+        build_setting("decay", opts, dirs=[str(user_dir)])
     assert err.value.path == f"bayes.setting_options.decay.{key}"
 
 
@@ -98,14 +98,14 @@ def test_unknown_observed_state_in_data_is_a_validation_error(user_dir):
     pd.DataFrame({"time": [0, 1, 2], "y": [1.0, 2.0, 3.0]}).to_csv(user_dir / "b.csv",
                                                                   index=False)
     with pytest.raises(ConfigError, match=r"column\(s\) \['y'\] are not states"):
-        make_setting("decay", {"model": "decaymodel:setting", "data": "b.csv"},
+        build_setting("decay", {"model": "decaymodel:setting", "data": "b.csv"},
                      dirs=[str(user_dir)])
 
 
 def test_import_error_inside_the_module_is_named(tmp_path):
     (tmp_path / "broken.py").write_text("import numpy\nraise RuntimeError('typo here')\n")
     with pytest.raises(ConfigError, match="importing 'broken:setting' failed: RuntimeError"):
-        make_setting("b", {"model": "broken:setting"}, dirs=[str(tmp_path)])
+        build_setting("b", {"model": "broken:setting"}, dirs=[str(tmp_path)])
 
 
 def test_check_data_settings_validates_the_workflow_config(user_dir):
@@ -169,7 +169,7 @@ def test_initial_states_as_parameter_expressions_have_sensitivities(linear):
 
 # ----------------------------------------------------------------------- (e) positivity
 def test_data_setting_without_derived_priors_warns(user_dir, caplog):
-    s = make_setting("decay", {"model": "decaymodel:setting", "data": "decay.csv"},
+    s = build_setting("decay", {"model": "decaymodel:setting", "data": "decay.csv"},
                      dirs=[str(user_dir)])
     with caplog.at_level(logging.WARNING):
         pb = Likelihood(s, read_obs(s.data)[0], "koh")
@@ -177,7 +177,7 @@ def test_data_setting_without_derived_priors_warns(user_dir, caplog):
 
 
 def test_positive_setting_models_the_log_scale(user_dir):
-    s = make_setting("decay", {"model": "decaymodel:setting", "data": "decay.csv",
+    s = build_setting("decay", {"model": "decaymodel:setting", "data": "decay.csv",
                                "positive": True}, dirs=[str(user_dir)])
     obs, _ = read_obs(s.data, s.observed)
     s = s.with_unit_priors()  # the priors do not matter here
@@ -208,7 +208,7 @@ def test_data_scaled_priors_follow_the_units_of_the_data(user_dir):
     out = {}
     for scale in (1.0, 100.0):
         _decay_data(user_dir / "s.csv", scale)
-        s = make_setting("decay", {"model": "decaymodel:setting", "data": "s.csv",
+        s = build_setting("decay", {"model": "decaymodel:setting", "data": "s.csv",
                                    "bounds": {"x0": [1.0, 500.0 * scale],
                                               "delta": [0.0, 5.0 * scale]}},
                          dirs=[str(user_dir)])
@@ -222,7 +222,7 @@ def test_data_scaled_priors_follow_the_units_of_the_data(user_dir):
     assert b.ell_prior == a.ell_prior  # time units did not change
     assert np.exp(a.ell_prior[0]) == pytest.approx(max(12.0 / 4, 2 * 12 / 19))
     # explicit priors are kept
-    s = make_setting("decay", {"model": "decaymodel:setting", "data": "s.csv",
+    s = build_setting("decay", {"model": "decaymodel:setting", "data": "s.csv",
                                "gamma_prior": [0.0, 1.0], "ell_prior": [0.0, 1.0],
                                "sigma2_prior": [2.0, 1.0]}, dirs=[str(user_dir)])
     kept, rec = data_scaled_priors(s, read_obs(s.data)[0], rng(1, "p"))
@@ -332,7 +332,7 @@ def test_positive_synthetic_data_stay_positive_and_are_fitted_on_the_log_scale(u
     from simcalib.bayes.synthetic import simulate
     from simcalib.seeds import rng
 
-    s = make_setting("decay", {"model": "decaymodel:setting", "positive": True,
+    s = build_setting("decay", {"model": "decaymodel:setting", "positive": True,
                                "noise_variance": 0.01, "t_end": 5.0}, dirs=[str(user_dir)])
     assert s.gamma_prior is not None  # no data: the unit-scale priors
     sim = simulate(s, rng(2, "pos"), refine=3)

@@ -1,4 +1,4 @@
-"""A user's own model and data through Snakemake (issue 13): model module and data
+"""A user's own model and data through Snakemake: model module and data
 file beside the user's config file, no PYTHONPATH, no truth; every output appears and
 the figures and tables say that the truth is unknown."""
 

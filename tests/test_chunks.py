@@ -14,14 +14,14 @@ import pytest
 
 from simcalib.config import load_config
 from simcalib.errors import DataError
-from simcalib.study import Study, get_study
+from simcalib.study import Study, build_study
 from simcalib.study.journal import journal_path
 from simcalib.study.simulation import (
     Progress,
+    chunk_summary,
     failure_digest,
     make_design,
     run_chunk,
-    summarize,
 )
 from tests.chunk_fixtures import counting_config, started
 
@@ -94,7 +94,7 @@ def test_journal_location_is_not_beside_the_declared_outputs() -> None:
 
 def test_misspelled_output_key_stops_the_chunk_after_one_run(tmp_path: Path) -> None:
     cfg = counting_config(tmp_path, n=12, chunk_size=12, threads=3, sleep=0.0, output_key="Q")
-    study = get_study(load_config(cfg), "count")
+    study = build_study(load_config(cfg), "count")
     rows = make_design(study, 5)
     with pytest.raises(DataError, match=r"first run \(run_id 0\) failed with parse_error.*"
                        r"'Q' not found"):
@@ -104,7 +104,7 @@ def test_misspelled_output_key_stops_the_chunk_after_one_run(tmp_path: Path) -> 
 
 def test_at_most_threads_runs_in_flight_and_all_done_once(tmp_path: Path) -> None:
     cfg = counting_config(tmp_path, n=9, chunk_size=9, threads=3, sleep=0.2)
-    study = get_study(load_config(cfg), "count")
+    study = build_study(load_config(cfg), "count")
     rows = make_design(study, 5)
     out, summ = run_chunk(study, rows, 5, threads=3, journal=tmp_path / "j.jsonl")
     assert sorted(started(tmp_path)) == list(range(9))
@@ -140,7 +140,7 @@ def test_summary_counts_warnings_and_names_failures() -> None:
                        "message": ["", "stderr: warning: seed truncated",
                                    "stderr: warning: seed truncated", "key 'Q' not found",
                                    "key 'Q' not found", "exit status 1"]})
-    s = summarize(df, 1.0, 2.5)
+    s = chunk_summary(df, 1.0, 2.5)
     assert (s["runs"], s["ok"], s["failures"], s["warnings"]) == (6, 3, 3, 2)
     assert s["warning_messages"] == ["stderr: warning: seed truncated"]
     assert s["failure_examples"] == {"error": "exit status 1", "parse_error": "key 'Q' not found"}
@@ -165,7 +165,7 @@ def test_max_parallel_caps_the_threads(tmp_path: Path) -> None:
     cfg = counting_config(tmp_path, n=4, chunk_size=4, threads=4, sleep=0.2)
     config = load_config(cfg)
     config["studies"]["count"]["simulator"]["options"]["max_parallel"] = 1
-    study = get_study(config, "count")
+    study = build_study(config, "count")
     _, summ = run_chunk(study, make_design(study, 5), 5, threads=4)
     assert summ["ok"] == 4 and summ["seconds"] >= 4 * 0.2  # one at a time
 

@@ -15,7 +15,7 @@ import pytest
 
 from simcalib.errors import ConfigError
 from simcalib.simulators import command, command_build
-from simcalib.simulators.factory import make_simulator
+from simcalib.simulators.factory import build_simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = "resources/example_simulator/oscillator.py"
@@ -241,9 +241,9 @@ def test_run_id_column_and_index() -> None:
     assert sim.run(df, [0, 0]).r.tolist() == [7.0, 8.0]
 
 
-def test_through_make_simulator() -> None:
+def test_through_build_simulator() -> None:
     study = {**STUDY, "simulator": {"type": "command", "options": lines_options()}}
-    sim = make_simulator(study, "studies.osc")
+    sim = build_simulator(study, "studies.osc")
     res = sim.run(design(2), np.arange(2))
     assert (res.status == "ok").all()
 

@@ -1,6 +1,5 @@
 """Command simulators stay inside their scratch directory, cannot change linked
-originals, and leave no processes or directories behind when their job dies
-(issue 14, items 3 and 5)."""
+originals, and leave no processes or directories behind when their job dies."""
 
 from __future__ import annotations
 

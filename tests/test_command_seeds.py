@@ -1,5 +1,5 @@
 """Seeds a command receives fit a 32-bit ``int``; warnings of successful runs
-reach the row's message (issue 12, item 4)."""
+reach the row's message."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`snakemake --sdm conda` builds the DAG: no environment is injected into Snakemake
-itself (the crash issue 17 reported), every rule that runs a command names the
+itself (a crash seen when it did not), every rule that runs a command names the
 rules' environment, and Snakemake accepts it.  Conda is not installed on the test
 machines, so a stand-in answers the two queries Snakemake makes while building a dry
 run's DAG; creating the environment itself is not tested here."""

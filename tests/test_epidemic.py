@@ -267,16 +267,16 @@ def test_expected_value_mode_is_deterministic_and_near_the_stochastic_mean():
 
 def test_expected_value_mode_through_the_simulator_registry():
     from simcalib.errors import ConfigError
-    from simcalib.simulators import make_simulator
+    from simcalib.simulators import build_simulator
 
     def study(options: dict) -> dict:
         return {"parameters": {k: {} for k in INPUTS},
                 "simulator": {"type": "epidemic", "options": options}}
 
-    sim = make_simulator(study({"stochastic": False}), "studies.e")
+    sim = build_simulator(study({"stochastic": False}), "studies.e")
     df = pd.DataFrame([BASE, BASE])
     res = sim.run(df, np.array([1, 2]), 1)
     assert (res["status"] == "ok").all()
     assert res[OUTPUTS].iloc[0].tolist() == res[OUTPUTS].iloc[1].tolist()
     with pytest.raises(ConfigError, match="stochastic"):
-        make_simulator(study({"stochastic": "no"}), "studies.e")
+        build_simulator(study({"stochastic": "no"}), "studies.e")

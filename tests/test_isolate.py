@@ -1,5 +1,5 @@
 """``isolate: true`` for python simulators: a segfault or a hang becomes a status
-row, and the batch goes on (issue 14, item 4)."""
+row, and the batch goes on."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from simcalib.errors import ConfigError
-from simcalib.simulators import make_simulator, probe
+from simcalib.simulators import build_simulator, probe
 
 HERE = str(Path(__file__).parent)
 
@@ -37,7 +37,7 @@ def study(**opts: object) -> dict:
 
 
 def test_segfault_hang_and_exit_become_status_rows() -> None:
-    sim = make_simulator(study(), "studies.f")
+    sim = build_simulator(study(), "studies.f")
     df = pd.DataFrame({"x": [0.5, 1.0, 2.0, 3.0, 4.0, 0.25]}, index=[10, 11, 12, 13, 14, 15])
     t0 = time.monotonic()
     res = sim.run(df, np.arange(6), threads=2)
@@ -52,19 +52,19 @@ def test_segfault_hang_and_exit_become_status_rows() -> None:
 
 def test_isolated_equals_in_process_for_good_rows() -> None:
     df = pd.DataFrame({"x": [0.5, 4.0, 0.25]})
-    iso = make_simulator(study(), "studies.f").run(df, np.array([3, 4, 5]))
+    iso = build_simulator(study(), "studies.f").run(df, np.array([3, 4, 5]))
     s = study()
     for k in ("isolate", "timeout"):
         s["simulator"]["options"].pop(k)
-    plain = make_simulator(s, "studies.f").run(df, np.array([3, 4, 5]))
+    plain = build_simulator(s, "studies.f").run(df, np.array([3, 4, 5]))
     pd.testing.assert_frame_equal(iso, plain)
 
 
 def test_probe_isolated() -> None:
-    res = probe(make_simulator(study(), "studies.f"), {"x": 0.5}, 1)
+    res = probe(build_simulator(study(), "studies.f"), {"x": 0.5}, 1)
     assert res.status.iloc[0] == "ok" and res.y.iloc[0] == 6.0
     with pytest.raises(ConfigError) as exc:
-        probe(make_simulator(study(outputs=["yy"]), "studies.f"), {"x": 0.5}, 1)
+        probe(build_simulator(study(outputs=["yy"]), "studies.f"), {"x": 0.5}, 1)
     assert exc.value.path == "studies.f.simulator.options.outputs"
     assert "did you mean 'y'" in exc.value.message
 
@@ -76,7 +76,7 @@ def test_probe_isolated() -> None:
 ])
 def test_isolate_options_are_validated(opts: dict, path: str) -> None:
     with pytest.raises(ConfigError) as exc:
-        make_simulator(study(**opts), "studies.f")
+        build_simulator(study(**opts), "studies.f")
     assert exc.value.path == f"studies.f.simulator.options.{path}"
 
 
@@ -89,11 +89,11 @@ def hang_and_record(df: pd.DataFrame) -> pd.DataFrame:
 
 DRIVER = """
 import numpy as np, pandas as pd
-from simcalib.simulators import make_simulator
+from simcalib.simulators import build_simulator
 study = {"simulator": {"type": "python", "options": {
     "function": "test_isolate:hang_and_record", "path": %r, "outputs": ["y"],
     "isolate": True, "timeout": 300}}, "parameters": {"x": {"lower": 0, "upper": 1}}}
-make_simulator(study, "s").run(pd.DataFrame({"x": [0.1, 0.2]}), np.arange(2), threads=2)
+build_simulator(study, "s").run(pd.DataFrame({"x": [0.1, 0.2]}), np.arange(2), threads=2)
 """
 
 

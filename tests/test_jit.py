@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simcalib.bayes import jit
-from simcalib.bayes.models import make_setting
+from simcalib.bayes.models import build_setting
 from simcalib.bayes.ode import ODEModel, finite_difference_sensitivities
 from simcalib.errors import ConfigError
 
@@ -20,7 +20,7 @@ def _cache(tmp_path_factory, monkeypatch):
 
 @pytest.mark.parametrize("name", ["fitzhugh_nagumo", "sirv_irv"])
 def test_compiled_solve_matches_lsoda_and_finite_differences(name):
-    s = make_setting(name)
+    s = build_setting(name)
     model = s.model
     assert model.solver == "dopri5"
     rng = np.random.default_rng(3)
@@ -82,13 +82,13 @@ def test_blow_up_fails_only_its_lane():
 
 
 def test_solver_option_and_fallback_without_numba(monkeypatch):
-    s = make_setting("fitzhugh_nagumo", {"solver": "lsoda"})
+    s = build_setting("fitzhugh_nagumo", {"solver": "lsoda"})
     assert s.model.solver == "lsoda"
     with pytest.raises(ConfigError, match=r"bayes.setting_options.fitzhugh_nagumo.solver"):
-        make_setting("fitzhugh_nagumo", {"solver": "expm"})
-    assert make_setting("two_mass").model.solver == "expm"
+        build_setting("fitzhugh_nagumo", {"solver": "expm"})
+    assert build_setting("two_mass").model.solver == "expm"
     monkeypatch.setattr(jit, "HAVE_NUMBA", False)
-    assert make_setting("fitzhugh_nagumo").model.solver == "lsoda"
+    assert build_setting("fitzhugh_nagumo").model.solver == "lsoda"
 
 
 def test_compiled_module_is_cached_on_disk(tmp_path, monkeypatch):

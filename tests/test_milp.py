@@ -18,7 +18,7 @@ from simcalib.metamodel.milp import (
 )
 from simcalib.metamodel.milp.bounds import interval_bounds, tighten_bounds
 from simcalib.metamodel.model import Metamodel, build_net
-from simcalib.study.space import space_from_config
+from simcalib.study.space import build_space
 
 HIGHS = {"backend": "highs", "time_limit": 30, "threads": 1,
          "warm_start": {"samples": 2000, "local": 2}}
@@ -41,7 +41,7 @@ def _space(n_in: int, integer: tuple[int, ...] = (), constraints: list[str] | No
               for k in range(n_in - len(contexts or {}))}
     for k in integer:
         params[f"i{k}"].update(lower=0, upper=4)
-    return space_from_config({"parameters": params, "contexts": contexts or {},
+    return build_space({"parameters": params, "contexts": contexts or {},
                               "constraints": constraints or []})
 
 
@@ -277,9 +277,9 @@ def test_warm_start_at_zero_objective_is_proven_without_a_solve():
 
 def test_inputs_are_matched_by_name_not_order():
     mm = _mm(2, [8, 8], 1, seed=13)
-    fwd = space_from_config({"parameters": {"i0": {"lower": -1, "upper": 2},
+    fwd = build_space({"parameters": {"i0": {"lower": -1, "upper": 2},
                                             "i1": {"lower": -1, "upper": 2}}})
-    rev = space_from_config({"parameters": {"i1": {"lower": -1, "upper": 2},
+    rev = build_space({"parameters": {"i1": {"lower": -1, "upper": 2},
                                             "i0": {"lower": -1, "upper": 2}}})
     a = optimize(mm, fwd, {"o0": 0.4}, {}, HIGHS)
     b = optimize(mm, rev, {"o0": 0.4}, {}, HIGHS)

@@ -1,5 +1,5 @@
-"""The probe run (issue 12 item 5) and replicates/derived outputs for every
-simulator type (issue 12 item 3)."""
+"""The probe run and replicates/derived outputs for every
+simulator type."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from simcalib.errors import ConfigError
 from simcalib.seeds import row_seeds
-from simcalib.simulators import make_simulator, probe, probe_is_reusable, result_columns
+from simcalib.simulators import build_simulator, probe, probe_is_reusable, result_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = str(ROOT / "resources/example_simulator/oscillator.py")
@@ -38,7 +38,7 @@ def osc(**options: object) -> dict:
 
 def test_probe_misspelled_output_key_fails_with_did_you_mean() -> None:
     study = osc(output_map={"Peak displacment": "peak_displacement", "Peak time": "peak_time"})
-    sim = make_simulator(study, "studies.osc")   # validation cannot know the file's keys
+    sim = build_simulator(study, "studies.osc")   # validation cannot know the file's keys
     with pytest.raises(ConfigError) as exc:
         probe(sim, ROW, 5)
     assert exc.value.path == "studies.osc.simulator.options.output_map.Peak displacment"
@@ -50,7 +50,7 @@ def test_probe_misspelled_output_key_fails_with_did_you_mean() -> None:
 def test_probe_unmapped_output_names_output_map() -> None:
     study = osc(output_map={"Peak time": "peak_time"})      # peak_displacement unmapped
     with pytest.raises(ConfigError) as exc:
-        probe(make_simulator(study, "studies.osc"), ROW, 5)
+        probe(build_simulator(study, "studies.osc"), ROW, 5)
     assert exc.value.path == "studies.osc.simulator.options.output_map"
     assert "peak_displacement" in exc.value.message
     assert "did you mean 'Peak displacement'" in exc.value.message
@@ -60,11 +60,11 @@ def test_probe_indexed_key_hint() -> None:
     study = osc(output_map={"Displacement sample[1]": "peak_displacement",
                             "Peak time": "peak_time"})
     with pytest.raises(ConfigError, match=r"did you mean 'Displacement samples\[1\]'"):
-        probe(make_simulator(study, "studies.osc"), ROW, 5)
+        probe(build_simulator(study, "studies.osc"), ROW, 5)
 
 
 def test_probe_good_study_equals_the_batch_row() -> None:
-    sim = make_simulator(OSC, "studies.osc")
+    sim = build_simulator(OSC, "studies.osc")
     one = probe(sim, ROW, 5)
     assert one.index.tolist() == [17] and one.status.iloc[0] == "ok"
     batch = sim.run(ROW, np.array([5]))
@@ -76,7 +76,7 @@ def test_probe_row_specific_failure_is_a_row_not_an_error() -> None:
     study = osc()
     study["contexts"] = {"failmode": {"values": [0, 1]}}
     row = ROW.assign(failmode=1)                       # exit status 3 on purpose
-    res = probe(make_simulator(study, "studies.osc"), row, 5)
+    res = probe(build_simulator(study, "studies.osc"), row, 5)
     assert res.status.iloc[0] == "error" and "exit status 3" in res.message.iloc[0]
 
 
@@ -89,7 +89,7 @@ def test_probe_python_function_missing_column() -> None:
         "function": "test_probe_layer:returns_wrong_column", "path": str(Path(__file__).parent),
         "outputs": ["total"]}}, "parameters": {"x": {"lower": 0, "upper": 1}}}
     with pytest.raises(ConfigError) as exc:
-        probe(make_simulator(study, "studies.p"), {"x": 0.5}, 1)
+        probe(build_simulator(study, "studies.p"), {"x": 0.5}, 1)
     assert exc.value.path == "studies.p.simulator.options.outputs"
     assert "did you mean 'totl'" in exc.value.message
 
@@ -102,7 +102,7 @@ def test_unknown_status_is_a_keyed_error() -> None:
     study = {"simulator": {"type": "python", "options": {
         "function": "test_probe_layer:returns_odd_status", "path": str(Path(__file__).parent),
         "outputs": ["total"]}}, "parameters": {"x": {"lower": 0, "upper": 1}}}
-    sim = make_simulator(study, "studies.p")
+    sim = build_simulator(study, "studies.p")
     with pytest.raises(ConfigError) as exc:
         sim.run(pd.DataFrame({"x": [0.5]}), [1])
     assert exc.value.path == "studies.p.simulator.options.function"
@@ -122,7 +122,7 @@ XY = pd.DataFrame({"x": [1.0, 0.0, 0.5], "y": [1.0, 0.0, 0.25]}, index=[4, 9, 11
 def test_replicates_average_and_keep_spread() -> None:
     k = 400
     study = {**NOISY, "simulator": {**NOISY["simulator"], "replicates": k}}
-    sim = make_simulator(study, "studies.r")
+    sim = build_simulator(study, "studies.r")
     assert sim.extra_columns == ["f_sd"]
     seeds = row_seeds(3, "sim", XY.index.to_numpy())
     res = sim.run(XY, seeds)
@@ -142,7 +142,7 @@ def test_replicates_one_failure_fails_the_row() -> None:
     study = {"simulator": {"type": "command", "replicates": 3, "options": {
         "command": [sys.executable, "-c", code, "{seed}"], "output_file": "-",
         "outputs": ["y"]}}, "parameters": {"x": {"lower": 0, "upper": 1}}}
-    sim = make_simulator(study, "studies.c")
+    sim = build_simulator(study, "studies.c")
     from simcalib.simulators import replicate_seeds
     seeds = np.arange(40)
     reps = replicate_seeds(seeds, 3) & (2**31 - 1)
@@ -160,7 +160,7 @@ def test_derived_outputs_on_a_command_study_only_outputs_listed() -> None:
     study["simulator"]["derived_outputs"] = {
         "speed": "peak_displacement / peak_time", "twice": "2 * speed"}
     study["outputs"] = ["speed", "twice"]   # the parsed outputs are found through the exprs
-    sim = make_simulator(study, "studies.osc")
+    sim = build_simulator(study, "studies.osc")
     assert sim.outputs == ["peak_displacement", "peak_time", "speed", "twice"]
     res = sim.run(ROW, [5])
     assert res.status.iloc[0] == "ok", res.message.iloc[0]
@@ -180,7 +180,7 @@ def test_derived_then_replicated_on_a_python_function() -> None:
                                "path": str(Path(__file__).parent), "outputs": ["s", "k"]}},
              "parameters": {"x": {"lower": 0, "upper": 1}, "y": {"lower": 0, "upper": 1}},
              "outputs": ["s", "r"]}
-    sim = make_simulator(study, "studies.p")
+    sim = build_simulator(study, "studies.p")
     res = sim.run(pd.DataFrame({"x": [1.0, 0.5], "y": [2.0, 0.5]}), [8, 9])
     from simcalib.simulators import replicate_seeds
     k = replicate_seeds(np.array([8, 9]), 4) % 3 + 1.0
@@ -195,7 +195,7 @@ def test_derived_then_replicated_on_a_python_function() -> None:
 
 def test_derived_outputs_on_epidemic_and_status_of_failed_rows() -> None:
     study = {**NOISY, "simulator": {"type": "rosenbrock", "derived_outputs": {"g": "f + 1"}}}
-    sim = make_simulator(study, "studies.r")
+    sim = build_simulator(study, "studies.r")
     res = sim.run(pd.DataFrame({"x": [1.0, np.nan], "y": [1.0, 0.0]}), [1, 2])
     assert res.status.tolist() == ["ok", "invalid_input"]
     assert res.g.iloc[0] == pytest.approx(res.f.iloc[0] + 1) and np.isnan(res.g.iloc[1])
@@ -224,7 +224,7 @@ def test_derived_outputs_on_epidemic_and_status_of_failed_rows() -> None:
 def test_layer_config_errors_are_keyed(layer: dict, path: str, text: str) -> None:
     study = {**NOISY, "simulator": {**NOISY["simulator"], **layer}}
     with pytest.raises(ConfigError) as exc:
-        make_simulator(study, "studies.r")
+        build_simulator(study, "studies.r")
     assert exc.value.path == path
     assert text in exc.value.message
 
@@ -232,16 +232,16 @@ def test_layer_config_errors_are_keyed(layer: dict, path: str, text: str) -> Non
 def test_derived_output_usable_as_study_output_and_unknown_output_rejected() -> None:
     study = {**NOISY, "simulator": {"type": "rosenbrock", "derived_outputs": {"g": "f * 2"}},
              "outputs": ["g"]}
-    make_simulator(study, "studies.r")
+    build_simulator(study, "studies.r")
     with pytest.raises(ConfigError) as exc:
-        make_simulator({**study, "outputs": ["gg"]}, "studies.r")
+        build_simulator({**study, "outputs": ["gg"]}, "studies.r")
     assert exc.value.path == "studies.r.outputs"
 
 
 def test_probe_through_replicates_layer_still_names_the_key() -> None:
     study = osc(output_map={"Peak tim": "peak_time", "Peak displacement": "peak_displacement"})
     study["simulator"]["replicates"] = 3
-    sim = make_simulator(study, "studies.osc")
+    sim = build_simulator(study, "studies.osc")
     assert not probe_is_reusable(sim)
     with pytest.raises(ConfigError) as exc:
         probe(sim, ROW, 5)

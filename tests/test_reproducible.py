@@ -1,4 +1,4 @@
-"""Same config and seed -> byte-identical result files (issue 14, item 6).
+"""Same config and seed -> byte-identical result files.
 
 The tiny config runs twice in two directories; every file under results/ is compared
 byte for byte except the files that exist to hold timings, listed here explicitly.

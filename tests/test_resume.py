@@ -22,7 +22,7 @@ import yaml
 
 from simcalib.config import load_config
 from simcalib.io import write_csv
-from simcalib.study import get_study
+from simcalib.study import build_study
 from simcalib.study.simulation import make_design
 from tests.chunk_fixtures import counting_config, started
 from tests.conftest import REPO
@@ -113,7 +113,7 @@ def _env() -> dict[str, str]:
 
 
 def _design(cfg: Path, wd: Path) -> None:
-    study = get_study(load_config(cfg), "count")
+    study = build_study(load_config(cfg), "count")
     write_csv(make_design(study, 5), wd / "design.csv")
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from simcalib.bayes.batched import BatchedForward, MosBatch, koh_batch
 from simcalib.bayes.kernels import mos_from_koh
-from simcalib.bayes.models import make_setting
+from simcalib.bayes.models import build_setting
 from simcalib.bayes.protocol import hyper_prior
 from simcalib.bayes.sampler import Likelihood, SamplerConfig, run
 from simcalib.bayes.synthetic import simulate
@@ -18,7 +18,7 @@ from simcalib.seeds import rng
 
 
 def _problem(name: str, method: str, rep: int = 0, **options):
-    setting = make_setting(name, options or None)
+    setting = build_setting(name, options or None)
     sim = simulate(setting, rng(7, "test_sampler", name, rep))
     return Likelihood(setting, sim.obs, method), sim
 

@@ -8,7 +8,7 @@ import pytest
 
 from simcalib.errors import ConfigError
 from simcalib.seeds import int_seed, rng, row_seeds
-from simcalib.simulators import finalize, make_simulator
+from simcalib.simulators import build_simulator, finalize
 from simcalib.study import Study
 from simcalib.study.simulation import make_design, make_targets, simulate_rows
 
@@ -23,7 +23,7 @@ ROSEN = {
 
 
 def test_rosenbrock_values() -> None:
-    sim = make_simulator(ROSEN)
+    sim = build_simulator(ROSEN)
     df = pd.DataFrame({"x": [5.0, 4.0, 1.0], "y": [25.0, 20.0, 1.0], "a": [5, 5, 1],
                        "b": [10, 10, 100]})
     out = sim.run(df, np.zeros(3))
@@ -33,7 +33,7 @@ def test_rosenbrock_values() -> None:
 
 def test_noisy_rosenbrock_is_seeded() -> None:
     study = dict(ROSEN, simulator={"type": "rosenbrock", "options": {"noise_sd": 2.0}})
-    sim = make_simulator(study)
+    sim = build_simulator(study)
     df = pd.DataFrame({"x": [5.0] * 400, "y": [25.0] * 400, "a": [5] * 400, "b": [10] * 400})
     seeds = row_seeds(1, "s", np.arange(400))
     a, b = sim.run(df, seeds)["f"], sim.run(df, seeds)["f"]
@@ -61,18 +61,18 @@ def test_python_adapter_runs_and_catches_exceptions() -> None:
                            "options": {"function": "tests.test_simulators:good_fn",
                                        "outputs": ["s", "seed_even"]}},
              "parameters": {"x": {"lower": 0, "upper": 1}, "y": {"lower": 0, "upper": 1}}}
-    sim = make_simulator(study)
+    sim = build_simulator(study)
     df = pd.DataFrame({"x": [0.1, 0.2], "y": [0.3, 0.4]})
     out = sim.run(df, np.array([3, 4]))
     np.testing.assert_allclose(out["s"], [0.4, 0.6])
     np.testing.assert_array_equal(out["seed_even"], [1, 0])
     study["simulator"]["options"]["function"] = "tests.test_simulators:bad_fn"
-    out = make_simulator(study).run(df, np.array([3, 4]))
+    out = build_simulator(study).run(df, np.array([3, 4]))
     assert (out["status"] == "error").all()
     assert "model diverged" in out.loc[0, "message"]
     study["simulator"]["options"]["function"] = "tests.test_simulators:nope"
     with pytest.raises(ConfigError, match="no callable"):
-        make_simulator(study)
+        build_simulator(study)
 
 
 def test_seeds_are_stable_and_independent_of_chunking() -> None:

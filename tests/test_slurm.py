@@ -17,6 +17,8 @@ import yaml
 
 from tests.conftest import REPO
 
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
 SLURM_DIR = REPO.parent / "shared" / "ci" / "slurm"
 PROFILE = REPO / "tests" / "profiles" / "slurm-ci"
 

@@ -18,7 +18,7 @@ from simcalib.metamodel.model import Metamodel, build_net
 from simcalib.metamodel.solvable import interval_preacts, rs_penalty
 from simcalib.metamodel.training import train_metamodel
 from simcalib.seeds import rng
-from simcalib.study.space import space_from_config
+from simcalib.study.space import build_space
 
 HIGHS = {"backend": "highs", "time_limit": 30, "threads": 1,
          "warm_start": {"samples": 2000, "local": 2, "starts": 4}}
@@ -98,7 +98,7 @@ def _toy_mm(seed: int = 3) -> tuple[Metamodel, object]:
     r = np.random.default_rng(seed)
     mm = Metamodel(net, ["i0", "i1"], ["o0", "o1"], r.uniform(-1, 1, 2), r.uniform(0.5, 2, 2),
                    r.uniform(-1, 1, 2), r.uniform(0.5, 2, 2), {"study": "toy"})
-    space = space_from_config({"parameters": {"i0": {"lower": -1.0, "upper": 2.0},
+    space = build_space({"parameters": {"i0": {"lower": -1.0, "upper": 2.0},
                                               "i1": {"lower": -1.0, "upper": 2.0}},
                                "contexts": {}, "constraints": []})
     return mm, space

@@ -8,7 +8,7 @@ import pytest
 
 from simcalib.errors import ConfigError
 from simcalib.expressions import ExpressionError, parse_linear_constraint
-from simcalib.study.space import space_from_config, unit_sample
+from simcalib.study.space import build_space, unit_sample
 
 ROSEN = {
     "parameters": {"x": {"lower": "a - 1", "upper": "a + 1"},
@@ -28,7 +28,7 @@ FLU = {
 
 
 def test_scaling_round_trips_including_log_inputs() -> None:
-    space = space_from_config(FLU)
+    space = build_space(FLU)
     x = space.design(200, np.random.default_rng(0), "uniform")[space.tunable_names].to_numpy()
     u = space.to_unit(x)
     assert (u >= 0).all() and (u <= 1).all()
@@ -41,7 +41,7 @@ def test_scaling_round_trips_including_log_inputs() -> None:
 
 
 def test_integers_are_integral_and_uniform_over_their_values() -> None:
-    space = space_from_config({"parameters": {"n": {"lower": 5, "upper": 10, "integer": True}}})
+    space = build_space({"parameters": {"n": {"lower": 5, "upper": 10, "integer": True}}})
     d = space.design(6000, np.random.default_rng(1), "uniform")
     vals = d["n"].to_numpy()
     assert np.all(vals == np.round(vals))
@@ -53,7 +53,7 @@ def test_integers_are_integral_and_uniform_over_their_values() -> None:
 
 @pytest.mark.parametrize("method", ["sobol", "lhs", "uniform"])
 def test_designs_reproducible_and_cover_bounds(method: str) -> None:
-    space = space_from_config(ROSEN)
+    space = build_space(ROSEN)
     d1 = space.design(256, np.random.default_rng(42), method)
     d2 = space.design(256, np.random.default_rng(42), method)
     pd.testing.assert_frame_equal(d1, d2)
@@ -80,7 +80,7 @@ def test_sobol_is_more_uniform_than_uniform_random() -> None:
 
 
 def test_constraints_respected_by_design_and_samplers() -> None:
-    space = space_from_config(FLU)
+    space = build_space(FLU)
     d = space.design(300, np.random.default_rng(3), "sobol")
     assert (d.responsedelay >= d.ascertainmentdelay + 2).all()
     s = space.sample_tunables(50, np.random.default_rng(4))
@@ -99,7 +99,7 @@ def test_linear_constraint_parsing() -> None:
 
 
 def test_context_dependent_bounds() -> None:
-    space = space_from_config(ROSEN)
+    space = build_space(ROSEN)
     lo, hi = space.bounds({"a": 10, "b": 20})
     np.testing.assert_allclose(lo, [9, 95])
     np.testing.assert_allclose(hi, [11, 105])
@@ -109,7 +109,7 @@ def test_context_dependent_bounds() -> None:
 
 
 def test_proximity_box_clips_and_keeps_integers() -> None:
-    space = space_from_config(FLU)
+    space = build_space(FLU)
     anchor = np.array([2.4, 0.6, 9.0, 2.0, 1.0])
     lo, hi = space.proximity_box(anchor, 0.1)
     assert hi[0] == pytest.approx(2.5) and lo[0] == pytest.approx(2.25)
@@ -136,5 +136,5 @@ def test_proximity_box_clips_and_keeps_integers() -> None:
 )
 def test_bad_spaces_name_the_key(patch: dict, key: str) -> None:
     with pytest.raises(ConfigError) as err:
-        space_from_config(patch, "studies.s")
+        build_space(patch, "studies.s")
     assert err.value.path == f"studies.s.{key}"

@@ -48,7 +48,7 @@ rule bayes_data:
 rule bayes_run:
     input:
         obs="results/bayes/{setting}/data/rep{rep}/obs.csv",
-        # protocol "reference" starts at the truth (issue 16); honest runs never read it
+        # protocol "reference" starts at the truth (as the paper's code); honest runs never read it
         truth=lambda w: (
             [f"results/bayes/{w.setting}/data/rep{w.rep}/truth.json"]
             if BAYES["sampler"]["protocol"] == "reference"

@@ -19,7 +19,7 @@ Modules, one job each:
   metrics, the paper's tables, figures.
 """
 
-from simcalib.bayes.models import Setting, make_setting
+from simcalib.bayes.models import Setting, build_setting
 from simcalib.bayes.ode import ODEModel
 
-__all__ = ["ODEModel", "Setting", "make_setting"]
+__all__ = ["ODEModel", "Setting", "build_setting"]

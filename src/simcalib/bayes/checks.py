@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from simcalib.bayes.models import BUILTIN, make_setting
+from simcalib.bayes.models import BUILTIN, build_setting
 from simcalib.config import semantic_check
 from simcalib.errors import ConfigError
 
@@ -41,9 +41,9 @@ def check_bayes(config: dict[str, Any]) -> None:
         if o.get("bounds") and (name in BUILTIN or "model" in o):
             # bounds must name parameters of the setting: build it (sympy, about a
             # second, so only where bounds are overridden) and let it check the names
-            from simcalib.bayes.models import make_setting
+            from simcalib.bayes.models import build_setting
 
-            make_setting(name, o, "bayes.setting_options")
+            build_setting(name, o, "bayes.setting_options")
         for k in ("gamma_prior", "ell_prior", "sigma2_prior"):
             if k in o and o[k][1] <= 0:
                 raise ConfigError(f"bayes.setting_options.{name}.{k}", "second value must be > 0")
@@ -76,7 +76,7 @@ def check_data_settings(config: dict[str, Any], dirs: Sequence[str] = ()) -> dic
         override = o.pop("sampler", None) or {}
         SamplerConfig.from_dict({**(b.get("sampler") or {}), **override},
                                 key=f"bayes.setting_options.{name}.sampler")
-        setting = make_setting(name, o, dirs=dirs)
+        setting = build_setting(name, o, dirs=dirs)
         if setting.data is not None:
             rel = os.path.relpath(setting.data)
             out[name] = setting.data if rel.startswith("..") else rel

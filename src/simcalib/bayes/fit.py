@@ -1,6 +1,6 @@
 """One calibration, end to end: setting + data file -> posterior, summary, predictive.
 
-The ``bayes-run`` verb and tests call :func:`calibrate`; it is the same for synthetic
+The ``bayes-run`` verb and tests call :func:`fit_ode`; it is the same for synthetic
 replications and for real data.  For a real-data setting without explicit hyperpriors
 they are derived from the data first (:mod:`simcalib.bayes.hyperpriors`).  Every
 result carries its convergence verdict (R-hat, bulk ESS, ``converged``) and an
@@ -20,8 +20,8 @@ import pandas as pd
 from simcalib.bayes.data import read_obs
 from simcalib.bayes.hyperpriors import data_scaled_priors
 from simcalib.bayes.likelihood import Likelihood
-from simcalib.bayes.models import Setting, make_setting
-from simcalib.bayes.posterior import Convergence, build_idata, summarize, warn_unconverged
+from simcalib.bayes.models import Setting, build_setting
+from simcalib.bayes.posterior import Convergence, build_idata, posterior_summary, warn_unconverged
 from simcalib.bayes.predict import dense_grid, predictive
 from simcalib.bayes.sampler import SamplerConfig, run
 from simcalib.errors import ConfigError
@@ -45,16 +45,17 @@ def sampler_config(params: Mapping[str, Any], overrides: Mapping[str, Any] | Non
     return SamplerConfig.from_dict({**(params.get("sampler") or {}), **(overrides or {})})
 
 
-def calibrate(name: str, params: Mapping[str, Any], data_path: str, method: str, seed: int,
+def fit_ode(name: str, params: Mapping[str, Any], data_path: str, method: str, seed: int,
               rep: int = 0, dirs: Sequence[str] = (), predict: bool = True,
               truth: Mapping[str, Any] | None = None) -> Calibration:
     """``params``: ``options`` (the setting's options), ``sampler``, ``convergence``,
     ``refine``, ``predict_draws`` (what the workflow passes through ``params:``).
     ``truth`` (a synthetic setting's truth.json) is read only under
-    ``sampler.protocol: reference``, which starts the chains there (issue 16)."""
+    ``sampler.protocol: reference``, which starts the chains there (the paper's
+    public code does; it shows what an honest start costs)."""
     opts = dict(params.get("options") or {})
     overrides = opts.pop("sampler", None)
-    setting = make_setting(name, opts, dirs=dirs)
+    setting = build_setting(name, opts, dirs=dirs)
     cfg = sampler_config(params, overrides)
     conv = Convergence.from_dict(params.get("convergence"))
     if cfg.chains < 2:
@@ -84,7 +85,7 @@ def calibrate(name: str, params: Mapping[str, Any], data_path: str, method: str,
              "sigma2_prior": list(setting.sigma2_prior),
              "hyperpriors": "from data" if priors else "given"}
     idata = build_idata(pb, result, attrs, predictive_rng=rng(seed, *keys, "ppc"))
-    summ = summarize(idata, setting.params, conv)
+    summ = posterior_summary(idata, setting.params, conv)
     label = f"{name}/{method}" + (f"/rep{rep}" if setting.data is None else "")
     converged = warn_unconverged(summ, label, conv)
     pred = None

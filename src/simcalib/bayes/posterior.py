@@ -186,7 +186,7 @@ def build_idata(pb: Likelihood, result: RunResult, attrs: dict[str, Any],
                              coords, dims, all_attrs, posterior_predictive=pp)
 
 
-def summarize(idata: Any, params: list[str], convergence: Convergence | None = None
+def posterior_summary(idata: Any, params: list[str], convergence: Convergence | None = None
               ) -> pd.DataFrame:
     """Per scalar variable (physical parameters, then the namespaced hyperparameters):
     mean, sd, equal-tailed 95% interval, median, rank-normalised R-hat, bulk and tail

@@ -51,9 +51,9 @@ def study_from_args(args: argparse.Namespace) -> Any:
 
     if getattr(args, "config", None):
         from simcalib.config import load_config
-        from simcalib.study.model import get_study
+        from simcalib.study.model import build_study
 
-        return get_study(load_config(args.config), args.study)
+        return build_study(load_config(args.config), args.study)
     return Study(args.study, load_params(args.params))
 
 

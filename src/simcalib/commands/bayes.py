@@ -43,7 +43,7 @@ def _options(params: dict[str, Any]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- data
 def cmd_data(args: argparse.Namespace) -> int:
-    from simcalib.bayes.models import make_setting
+    from simcalib.bayes.models import build_setting
     from simcalib.bayes.synthetic import simulate
     from simcalib.seeds import rng
 
@@ -54,7 +54,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         raise ConfigError(f"bayes.setting_options.{args.setting}.data",
                           "a real-data setting has no simulated replications: fit its data "
                           "with bayes-run --data FILE")
-    setting = make_setting(args.setting, opts, dirs=params.get("search_dirs") or [])
+    setting = build_setting(args.setting, opts, dirs=params.get("search_dirs") or [])
     sim = simulate(setting, rng(args.seed, "bayes", args.setting, "data", args.rep),
                    refine=int(params.get("refine", 10)))
     obs = pd.DataFrame(sim.obs.y, columns=sim.obs.outputs)
@@ -80,14 +80,14 @@ def _obs_matrix(path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 # ----------------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace) -> int:
-    from simcalib.bayes.fit import calibrate
+    from simcalib.bayes.fit import fit_ode
     from simcalib.bayes.posterior import write_netcdf
 
     params = _bayes_params(args, "run")
     args.seed = seed_from_args(args)
     _options(params)
     truth = read_json(args.truth) if getattr(args, "truth", None) else None
-    res = calibrate(args.setting, params, args.data, args.method, args.seed, args.rep,
+    res = fit_ode(args.setting, params, args.data, args.method, args.seed, args.rep,
                     dirs=params.get("search_dirs") or [], predict=bool(args.predictive),
                     truth=truth)
     write_netcdf(res.idata, args.posterior)

@@ -47,9 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _train_params(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[str]]:
     if args.config:
         from simcalib.config import load_config
-        from simcalib.study.model import get_study
+        from simcalib.study.model import build_study
 
-        study = get_study(load_config(args.config), args.study)
+        study = build_study(load_config(args.config), args.study)
         return dict(study.cfg.get("metamodel") or {}), study.input_names, study.outputs
     p = load_params(args.params)
     for key in ("inputs", "outputs"):
@@ -86,15 +86,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _optimize_params(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    from simcalib.study.space import space_from_config
+    from simcalib.study.space import build_space
 
     key = f"studies.{args.study}"
     if args.config:
         from simcalib.config import load_config
-        from simcalib.study.model import get_study
+        from simcalib.study.model import build_study
 
         config = load_config(args.config)
-        study = get_study(config, args.study)
+        study = build_study(config, args.study)
         opt = dict(study.cfg.get("optimize") or {})
         name = opt.get("solver", "highs-default")
         solvers = config.get("solvers") or {}
@@ -104,7 +104,7 @@ def _optimize_params(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dic
     p = load_params(args.params)
     if "space" not in p:
         raise ConfigError("--params.space", "missing (parameters, contexts, constraints)")
-    return space_from_config(p["space"], key), dict(p.get("optimize") or {}), \
+    return build_space(p["space"], key), dict(p.get("optimize") or {}), \
         dict(p.get("solver") or {})
 
 

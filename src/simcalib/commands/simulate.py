@@ -106,7 +106,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from simcalib.errors import DataError
     from simcalib.study import journal
     from simcalib.study.merge import merge_chunks
-    from simcalib.study.simulation import failure_digest, summarize
+    from simcalib.study.simulation import chunk_summary, failure_digest
 
     design = io.read_csv(args.design, required=["run_id"])
     metas = [timing.read_json(m) for m in args.metas] if args.metas else None
@@ -115,7 +115,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     df = merge_chunks(args.chunks, design, args.chunk_size, metas)
     totals = {k: (sum(float(m.get(k, 0.0)) for m in metas) if metas else None)
               for k in ("seconds", "cpu_seconds")}
-    summary = summarize(df, totals["seconds"], totals["cpu_seconds"])
+    summary = chunk_summary(df, totals["seconds"], totals["cpu_seconds"])
     summary["chunks"] = len(args.chunks)
     if summary["ok"] == 0:
         raise DataError(args.chunks[0] if len(args.chunks) == 1 else "chunks",

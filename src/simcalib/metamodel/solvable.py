@@ -1,4 +1,5 @@
-"""Solvable training: metamodels whose MILP embedding is easy (issue 15, item 1).
+"""Solvable training: metamodels whose MILP embedding is easy (few undecided
+ReLUs over the calibration box, so HiGHS proves OP in seconds instead of timing out).
 
 The MILP of Optimally-Predict needs one binary per ReLU whose sign is *undecided*
 over the calibration box; a neuron that is always active or always inactive there

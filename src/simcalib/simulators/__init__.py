@@ -14,13 +14,15 @@ from simcalib.simulators.base import (
     result_columns,
     study_outputs,
 )
-from simcalib.simulators.factory import make_simulator
+from simcalib.simulators.factory import build_simulator
 from simcalib.simulators.layer import SharedLayer, replicate_seeds
 from simcalib.simulators.probe import probe, probe_is_reusable
 from simcalib.simulators.usage import CpuTimes, cpu_times, measure_cpu
 
 __all__ = [
     "REGISTRY", "STATUSES", "WARNING_PREFIX", "CpuTimes", "SharedLayer", "Simulator",
-    "count_warnings", "cpu_times", "finalize", "make_simulator", "measure_cpu", "probe",
+    "count_warnings", "cpu_times", "finalize", "build_simulator", "measure_cpu", "probe",
     "probe_is_reusable", "replicate_seeds", "result_columns", "study_outputs",
 ]
+
+make_simulator = build_simulator  # TEMPORARY alias for sessions in flight; removed at the stop

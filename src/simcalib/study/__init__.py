@@ -12,6 +12,9 @@
 ``from simcalib.study import Study`` is the public entry point (docs/api.md).
 """
 
-from simcalib.study.model import Study, get_study
+from simcalib.study.model import Study, build_study
 
-__all__ = ["Study", "get_study"]
+__all__ = ["Study", "build_study"]
+
+get_study = build_study  # TEMPORARY alias for sessions in flight; removed at the stop
+__all__ += ["get_study"]

@@ -10,8 +10,8 @@ from functools import cached_property
 from typing import Any
 
 from simcalib.errors import ConfigError
-from simcalib.simulators import Simulator, make_simulator, study_outputs
-from simcalib.study.space import Space, space_from_config
+from simcalib.simulators import Simulator, build_simulator, study_outputs
+from simcalib.study.space import Space, build_space
 
 
 @dataclass
@@ -25,11 +25,11 @@ class Study:
 
     @cached_property
     def space(self) -> Space:
-        return space_from_config(self.cfg, self.key)
+        return build_space(self.cfg, self.key)
 
     @cached_property
     def simulator(self) -> Simulator:
-        return make_simulator(self.cfg, self.key)
+        return build_simulator(self.cfg, self.key)
 
     @cached_property
     def outputs(self) -> list[str]:
@@ -40,7 +40,7 @@ class Study:
         return self.space.input_names
 
 
-def get_study(config: Mapping[str, Any], name: str) -> Study:
+def build_study(config: Mapping[str, Any], name: str) -> Study:
     studies = config.get("studies") or {}
     if name not in studies:
         raise ConfigError("studies", f"no study named {name!r}; have {sorted(studies)}")

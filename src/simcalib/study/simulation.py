@@ -126,7 +126,7 @@ FINGERPRINT_KEYS = ("simulator", "parameters", "contexts", "outputs")
 def concurrent_calls(cfg: Mapping[str, Any]) -> bool:
     """Whether the study's simulator may run several rows at once in threads."""
     spec = cfg.get("simulator") or {}
-    # an isolated python simulator (issue 14: a subprocess per run) is as safe as a command
+    # an isolated python simulator (a subprocess per run) is as safe as a command
     isolated = spec.get("isolate") or (spec.get("options") or {}).get("isolate")
     return spec.get("type") in CONCURRENT_TYPES or bool(isolated)
 
@@ -223,7 +223,7 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
     Runs already in the journal (written under the same settings) are taken from
     it.  At most ``threads`` runs are in flight, so a kill loses at most that many.
     Returns the rows with outputs/status/message (in ``rows`` order) and the
-    chunk's summary (:func:`summarize` plus ``resumed`` and ``cpu_seconds``)."""
+    chunk's summary (:func:`chunk_summary` plus ``resumed`` and ``cpu_seconds``)."""
     label = label or study.name
     missing = [c for c in study.input_names if c not in rows.columns]
     if missing:
@@ -328,7 +328,7 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
     for o in study.outputs:
         out[o] = pd.to_numeric(out[o], errors="coerce").astype(float)
     out["message"] = _text(out["message"])
-    summary = summarize(out, seconds, cpu)
+    summary = chunk_summary(out, seconds, cpu)
     summary["resumed"] = resumed
     return out, summary
 
@@ -341,7 +341,7 @@ def _wait_one(fut: Future[dict[str, Any] | None]) -> dict[str, Any] | None:
             return fut.result()
 
 
-def summarize(df: pd.DataFrame, seconds: float | None = None,
+def chunk_summary(df: pd.DataFrame, seconds: float | None = None,
               cpu: float | None = None) -> dict[str, Any]:
     """Counts by status, the warnings of successful runs (an ``ok`` row with a
     message: stderr lines the simulator flagged), and one example message per

@@ -321,7 +321,7 @@ def unit_sample(n: int, d: int, rng: np.random.Generator, method: str) -> np.nda
 
 # ---- construction from config --------------------------------------------------
 
-def space_from_config(study: Mapping[str, Any], key: str = "study") -> Space:
+def build_space(study: Mapping[str, Any], key: str = "study") -> Space:
     """Build a Space from a study's config, naming the offending key on error."""
     contexts: list[Context] = []
     for name, spec in (study.get("contexts") or {}).items():
@@ -422,3 +422,6 @@ def _bounds_at(params: list[Parameter], env: dict[str, float], key: str
                                   + (f" at context {env}" if env else ""))
             out.append(val)
     return np.array(lo), np.array(hi)
+
+
+space_from_config = build_space  # TEMPORARY alias for sessions in flight; removed at the stop

@@ -3,7 +3,7 @@ runs, no metamodel: the strongest black-box peer of the metamodel strategies.
 
 Why a GP and not only TPE: at r = 30 a GP on -log Delta is the usual first choice for
 a smooth, expensive, low-dimensional objective, so it is the fair question "is the
-metamodel worth its design?" (issue 18).  Setup as a user would write it: ``n_init``
+metamodel worth its design?".  Setup as a user would write it: ``n_init``
 scrambled Sobol points, then one point per step maximising LogExpectedImprovement of a
 ``SingleTaskGP`` fitted to -log(Delta) (outcome standardised), inputs scaled to the
 unit box at the target's context (log inputs in log space).  Integer inputs are
