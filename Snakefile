@@ -37,6 +37,7 @@ include: "workflow/rules/simulate.smk"
 include: "workflow/rules/metamodel.smk"
 include: "workflow/rules/calibrate.smk"
 include: "workflow/rules/bayes.smk"
+include: "workflow/rules/bayes_replication.smk"
 include: "workflow/rules/multisource.smk"
 # last: the report depends on every other stage's final targets
 include: "workflow/rules/report.smk"

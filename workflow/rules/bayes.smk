@@ -107,11 +107,13 @@ rule bayes_metrics:
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        exclude="--exclude-unconverged" if BAYES["exclude_unconverged"] else "",
     shell:
         "python -m simcalib bayes-metrics --setting {wildcards.setting} --truth {input.truth} "
         "--dense {input.dense} --summary {input.summary} --predictive {input.predictive} "
         "--output-metrics {output.metrics} --output-metrics-outputs {output.output_metrics} "
-        "--output-per-rep {output.per_rep} > {log} 2>&1"
+        "--output-per-rep {output.per_rep} {params.exclude} > {log} 2>&1"
 
 
 rule bayes_table:

@@ -13,33 +13,47 @@ mean over replications.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from simcalib.bayes import paper
+from simcalib.bayes.convergence import is_converged
 
 PARAM_COLUMNS = ["method", "parameter", "bias", "rmse", "coverage", "width", "replications",
                  "rhat_max", "ess_bulk_min", "unconverged"]
 OUTPUT_COLUMNS = ["method", "rmse", "bias", "coverage", "width", "replications"]
 
 
-def parameter_metrics(per_rep: pd.DataFrame) -> pd.DataFrame:
+def parameter_metrics(per_rep: pd.DataFrame, exclude_unconverged: bool = False
+                      ) -> pd.DataFrame:
     """``per_rep``: one row per (method, rep, parameter) with truth, mean, lower95,
     upper95, r_hat, ess_bulk and converged.  ``unconverged`` counts the replications
-    whose chains for this parameter did not converge (they stay in the averages:
-    the count says how far to trust them)."""
+    whose chains for this parameter did not converge: they stay in the averages (the
+    count says how far to trust them) unless ``exclude_unconverged``
+    (``bayes.exclude_unconverged``), the rule the replication study's "converged"
+    subset applies."""
     rows = []
-    for (method, param), g in per_rep.groupby(["method", "parameter"], sort=False):
+    for (method, param), g_all in per_rep.groupby(["method", "parameter"], sort=False):
+        bad = (~g_all["converged"].astype(bool)) if "converged" in g_all else None
+        g = g_all[~bad] if exclude_unconverged and bad is not None else g_all
+        if g.empty:
+            rows.append({"method": method, "parameter": param, "bias": np.nan, "rmse": np.nan,
+                         "coverage": np.nan, "width": np.nan, "replications": 0,
+                         "rhat_max": float(g_all["r_hat"].max()),
+                         "ess_bulk_min": float(g_all["ess_bulk"].min()),
+                         "unconverged": int(bad.sum()) if bad is not None else 0})
+            continue
         err = g["mean"] - g["truth"]
         covered = (g["lower95"] <= g["truth"]) & (g["truth"] <= g["upper95"])
         rows.append({"method": method, "parameter": param, "bias": err.mean(),
                      "rmse": float(np.sqrt(np.mean(err**2))),
                      "coverage": float(covered.mean()),
                      "width": float((g["upper95"] - g["lower95"]).mean()),
-                     "replications": len(g), "rhat_max": float(g["r_hat"].max()),
-                     "ess_bulk_min": float(g["ess_bulk"].min()),
-                     "unconverged": int((~g["converged"].astype(bool)).sum())
-                     if "converged" in g else 0})
+                     "replications": len(g), "rhat_max": float(g_all["r_hat"].max()),
+                     "ess_bulk_min": float(g_all["ess_bulk"].min()),
+                     "unconverged": int(bad.sum()) if bad is not None else 0})
     return pd.DataFrame(rows, columns=PARAM_COLUMNS)
 
 
@@ -158,3 +172,111 @@ def to_markdown(df: pd.DataFrame, title: str, digits: int = 4) -> str:
     sep = "| " + " | ".join("---" for _ in df.columns) + " |"
     body = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join([f"### {title}", "", head, sep, *body, ""]) + "\n"
+
+
+# ---- the replication study (paper 3's tables at 100 replications) ----------------------
+#
+# One exclusion rule for every replication table, the workflow's and the benchmarks':
+# a chain set counts as converged when its largest R-hat is <= r_hat and its smallest
+# bulk ESS >= ess_bulk (bayes.convergence); :func:`apply_convergence_rule` marks each
+# record, and every table is given for the "converged" subset (unconverged chain sets
+# left out and counted in ``excluded_unconverged``) and for "all" replications.
+
+REPLICATION_METHODS = ("koh", "mos")
+SUBSETS = ("converged", "all")
+
+
+def apply_convergence_rule(runs: list[dict[str, Any]], r_hat: float, ess_bulk: float
+                           ) -> list[dict[str, Any]]:
+    """Mark each replication record ``converged`` under the given thresholds (records
+    are stored with the run's own thresholds; the tables' rule decides)."""
+    return [{**r, "converged": is_converged(r["r_hat_max"], r["ess_bulk_min"], r_hat,
+                                            ess_bulk)} for r in runs]
+
+
+def replication_param_table(runs: list[dict[str, Any]], setting: str, protocol: str,
+                subset: str = "converged") -> pd.DataFrame:
+    """``subset``: ``converged`` (unconverged chain sets excluded, counted) or ``all``
+    (every replication, to show what the exclusion changes)."""
+    rows = []
+    for method in REPLICATION_METHODS:
+        mine = [r for r in runs if r["method"] == method]
+        used = [r for r in mine if r["converged"] or subset == "all"]
+        for p in (mine[0]["params"] if mine else {}):
+            e = np.array([r["params"][p]["mean"] - r["params"][p]["truth"] for r in used])
+            cov = np.array([r["params"][p]["lo"] <= r["params"][p]["truth"]
+                            <= r["params"][p]["hi"] for r in used], dtype=float)
+            wid = np.array([r["params"][p]["hi"] - r["params"][p]["lo"] for r in used])
+            n = len(used)
+            rmse = float(np.sqrt(np.mean(e**2))) if n else np.nan
+            mse_se = float(np.std(e**2, ddof=1) / np.sqrt(n)) if n > 1 else np.nan
+            ref = paper.PARAMS.get(setting, {}).get(method, {}).get(p, (np.nan,) * 4)
+            rows.append({"setting": setting, "protocol": protocol, "method": method,
+                         "parameter": p, "subset": subset,
+                         "bias": float(e.mean()) if n else np.nan,
+                         "rmse": rmse, "rmse_se": mse_se / (2 * rmse) if n > 1 else np.nan,
+                         "coverage": float(cov.mean()) if n else np.nan,
+                         "width": float(wid.mean()) if n else np.nan, "replications": n,
+                         "bias_se": float(e.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan,
+                         "coverage_se": float(np.sqrt(cov.mean() * (1 - cov.mean()) / n))
+                         if n else np.nan,
+                         "width_se": float(wid.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan,
+                         "excluded_unconverged": len(mine) - n,
+                         "paper_bias": ref[0], "paper_rmse": ref[1], "paper_coverage": ref[2],
+                         "paper_width": ref[3]})
+    return pd.DataFrame(rows)
+
+
+def replication_paired_table(runs: list[dict[str, Any]], setting: str, protocol: str,
+                 subset: str = "converged", n_boot: int = 2000) -> pd.DataFrame:
+    by = {(r["method"], r["rep"]): r for r in runs}
+    ok = [r for r in runs if r["converged"] or subset == "all"]
+    reps = sorted({r["rep"] for r in ok if r["method"] == "koh"}
+                  & {r["rep"] for r in ok if r["method"] == "mos"})
+    all_reps = sorted({r["rep"] for r in runs})
+    rows = []
+    if not reps:
+        return pd.DataFrame()
+    g = np.random.default_rng(20261203)
+    boot = g.integers(0, len(reps), size=(n_boot, len(reps)))
+    for p in by[("koh", reps[0])]["params"]:
+        ek = np.array([by[("koh", r)]["params"][p]["mean"] - by[("koh", r)]["params"][p]["truth"]
+                       for r in reps])
+        em = np.array([by[("mos", r)]["params"][p]["mean"] - by[("mos", r)]["params"][p]["truth"]
+                       for r in reps])
+        n = len(reps)
+        d2 = em**2 - ek**2
+        rk, rm = np.sqrt(np.mean(ek**2)), np.sqrt(np.mean(em**2))
+        bdiff = np.sqrt(np.mean(em[boot] ** 2, axis=1)) - np.sqrt(np.mean(ek[boot] ** 2, axis=1))
+        pk = paper.PARAMS.get(setting, {}).get("koh", {}).get(p, (np.nan,) * 4)[1]
+        pm = paper.PARAMS.get(setting, {}).get("mos", {}).get(p, (np.nan,) * 4)[1]
+        rows.append({"setting": setting, "protocol": protocol, "parameter": p,
+                     "subset": subset, "rmse_koh": rk, "rmse_mos": rm, "rmse_diff": rm - rk,
+                     "rmse_diff_se": float(bdiff.std(ddof=1)),
+                     "mse_diff": float(d2.mean()),
+                     "mse_diff_se": float(d2.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan,
+                     "mos_smaller_error_share": float(np.mean(np.abs(em) < np.abs(ek))),
+                     "replications": n, "excluded_unconverged": len(all_reps) - n,
+                     "paper_rmse_diff": pm - pk})
+    return pd.DataFrame(rows)
+
+
+def replication_output_table(runs: list[dict[str, Any]], setting: str, protocol: str,
+                 subset: str = "converged") -> pd.DataFrame:
+    rows = []
+    for method in REPLICATION_METHODS:
+        used = [r for r in runs if r["method"] == method and r["output"]
+                and (r["converged"] or subset == "all")]
+        mine = [r for r in runs if r["method"] == method]
+        ref = paper.OUTPUT.get(setting, {}).get(method, (np.nan,) * 4)
+        row: dict[str, Any] = {"setting": setting, "protocol": protocol, "method": method,
+                               "subset": subset}
+        for i, k in enumerate(("rmse", "bias", "coverage", "width")):
+            v = np.array([r["output"][k] for r in used])
+            row[k] = float(v.mean()) if len(v) else np.nan
+            row[f"{k}_se"] = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else np.nan
+            row[f"paper_{k}"] = ref[i]
+        row["replications"] = len(used)
+        row["excluded_unconverged"] = len(mine) - len(used)
+        rows.append(row)
+    return pd.DataFrame(rows)

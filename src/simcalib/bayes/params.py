@@ -31,3 +31,13 @@ def run_params(config: Mapping[str, Any], setting: str,
     return {"sampler": b["sampler"], "options": options(config, setting),
             "convergence": b["convergence"], "refine": b["refine"],
             "predict_draws": b["predict_draws"], "search_dirs": list(search_dirs)}
+
+
+def replication_params(config: Mapping[str, Any]) -> dict[str, Any]:
+    """params of ``bayes-run-batch`` and ``bayes-replication-tables``: the replication
+    study's sampler (``bayes.sampler``), convergence rule, refinement, predictive draws
+    and whether the output metrics are computed."""
+    b = config["bayes"]
+    rs = b["replication_study"]
+    return {"sampler": b["sampler"], "convergence": b["convergence"], "refine": b["refine"],
+            "predict_draws": b["predict_draws"], "output_metrics": rs["output_metrics"]}

@@ -187,3 +187,31 @@ def pair_figure(idata: Any, params: list[str], title: str, path: str,
     fig.suptitle(title)
     fig.tight_layout()
     _save(fig, path)
+
+
+def fig_paired_differences(paired: pd.DataFrame, path: str | os.PathLike[str]) -> None:
+    """Paired RMSE differences per parameter, both subsets (every data set; only those
+    where both chain sets converged), with +-2 s.e. bars and the paper's difference."""
+    groups = list(paired.groupby(["setting", "protocol"], sort=False))
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.8 * len(groups), 3.8), squeeze=False)
+    for ax, ((s, proto), g) in zip(axes[0], groups, strict=True):
+        params = list(dict.fromkeys(g["parameter"]))
+        y = {p: i for i, p in enumerate(params)}
+        for k, (sub, style) in enumerate((("all", "o"), ("converged", "s"))):
+            h = g[g["subset"] == sub]
+            if not len(h):
+                continue
+            yy = np.array([y[p] for p in h["parameter"]]) + (0.12 if k else -0.12)
+            ax.errorbar(h["rmse_diff"], yy, xerr=2 * h["rmse_diff_se"], fmt=style,
+                        mfc="none" if k else None,
+                        label=f"{sub} data sets (R = {int(h['replications'].iloc[0])}), +-2 SE")
+        first = g.drop_duplicates("parameter")
+        ax.plot(first["paper_rmse_diff"], [y[p] for p in first["parameter"]], "x",
+                color="C3", label="paper (R = 100)")
+        ax.axvline(0, color="0.5", lw=0.8)
+        ax.set_yticks(range(len(params)), params)
+        ax.set_xlabel("RMSE(MOS) - RMSE(KOH)  (< 0: MOS better)")
+        ax.set_title(f"{s}, protocol {proto}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    _save(fig, path)

@@ -9,6 +9,10 @@
                    true process and posterior marginals only when a truth is known)
 ``bayes-diagnostics``  trace, rank and pair plots of one posterior
 ``bayes-compare``  KOH and MOS side by side on one real data set (+ predictive check)
+``bayes-run-batch``  a block of replications of the replication study (paper 3 at scale):
+                   sampled as lanes of one lock-step program, one record per replication
+``bayes-replication-tables``  the replication study's tables (both subsets), paired
+                   KOH-vs-MOS differences with standard errors, meta.json and the figure
 """
 
 from __future__ import annotations
@@ -134,7 +138,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     if not rows:
         raise DataError(str(args.summary[0]) if args.summary else "--summary", "no summaries")
     per_rep = pd.DataFrame(rows)
-    write_csv(parameter_metrics(per_rep), args.metrics)
+    write_csv(parameter_metrics(per_rep, args.exclude_unconverged), args.metrics)
     write_csv(per_rep, args.per_rep)
     out_rows = []
     for path in args.predictive:
@@ -150,6 +154,97 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     else:
         write_csv(pd.DataFrame(columns=["method", "rmse", "bias", "coverage", "width",
                                         "replications"]), args.output_metrics)
+    return 0
+
+
+# ----------------------------------------------------------------------------- replication study
+def cmd_run_batch(args: argparse.Namespace) -> int:
+    from simcalib.bayes.replication import parse_reps, run_block
+
+    params = load_params(args.params)
+    conv = params.get("convergence") or {}
+    try:
+        reps = parse_reps(args.reps)
+    except ValueError as exc:
+        raise ConfigError("--reps", str(exc)) from None
+    records = run_block(args.setting, args.protocol, args.method, reps, params["sampler"],
+                        seed_from_args(args), output=bool(params.get("output_metrics", True)),
+                        r_hat=float(conv.get("r_hat", 1.01)),
+                        ess_bulk=float(conv.get("ess_bulk", 400.0)),
+                        refine=int(params.get("refine", 10)),
+                        predict_draws=int(params.get("predict_draws", 200)))
+    write_json({"params": params, "seed": seed_from_args(args), "records": records},
+               args.output)
+    bad = sum(not r["converged"] for r in records)
+    print(f"{args.setting} {args.protocol} {args.method} replications {args.reps}: "
+          f"{len(records)} runs, {bad} not converged, "
+          f"{records[0]['cpu_total'] * len(records):.0f} CPU s -> {args.output}")
+    if bad:
+        log.warning("%s %s %s: %d of %d chain sets NOT converged (R-hat/ESS outside the "
+                    "thresholds): the 'converged' tables leave them out, counted",
+                    args.setting, args.protocol, args.method, bad, len(records))
+    return 0
+
+
+def cmd_replication_tables(args: argparse.Namespace) -> int:
+    from simcalib.bayes.metrics import (
+        SUBSETS,
+        apply_convergence_rule,
+        replication_output_table,
+        replication_paired_table,
+        replication_param_table,
+    )
+    from simcalib.bayes.plots import fig_paired_differences
+
+    params = load_params(args.params)
+    conv = params.get("convergence") or {}
+    r_hat, ess = float(conv.get("r_hat", 1.01)), float(conv.get("ess_bulk", 400.0))
+    runs: list[dict[str, Any]] = []
+    for path in args.records:
+        blob = read_json(path)
+        if "records" not in blob:
+            raise DataError(path, "not a bayes-run-batch file (no 'records')")
+        runs.extend(blob["records"])
+    runs = apply_convergence_rule(runs, r_hat, ess)
+    out_dir = Path(args.out_dir)
+    all_paired = []
+    groups = dict.fromkeys((r["setting"], r["protocol"]) for r in runs)
+    for s, proto in groups:
+        mine = [r for r in runs if r["setting"] == s and r["protocol"] == proto]
+        stem = f"bayes_{s}_{proto}"
+        tables = {
+            "params": pd.concat([replication_param_table(mine, s, proto, sub)
+                                 for sub in SUBSETS], ignore_index=True),
+            "paired": pd.concat([replication_paired_table(mine, s, proto, sub)
+                                 for sub in SUBSETS], ignore_index=True),
+            "output": pd.concat([replication_output_table(mine, s, proto, sub)
+                                 for sub in SUBSETS], ignore_index=True)}
+        for name, df in tables.items():
+            write_csv(df, out_dir / f"{stem}_{name}.csv")
+        all_paired.append(tables["paired"])
+        methods = sorted({r["method"] for r in mine})
+        cpu = {m: [r["cpu_total"] for r in mine if r["method"] == m] for m in methods}
+        write_json({"made_by": args.made_by, "setting": s, "protocol": proto,
+                    "replications": len({r["rep"] for r in mine}),
+                    "sampler": params.get("sampler"), "seed": args.seed,
+                    "convergence_thresholds": {"r_hat": r_hat, "ess_bulk": ess},
+                    "unconverged": {m: sum(not r["converged"] for r in mine
+                                           if r["method"] == m) for m in methods},
+                    "cpu_seconds_per_run_mean": {m: float(np.mean(v)) for m, v in cpu.items()},
+                    "cpu_seconds_total": float(sum(sum(v) for v in cpu.values())),
+                    "batched_runs_max": max(int(r.get("batched_runs", 1)) for r in mine)},
+                   out_dir / f"{stem}_meta.json")
+        n_bad = sum(not r["converged"] for r in mine)
+        if n_bad:
+            log.warning("%s %s: %d of %d chain sets not converged (R-hat > %g or bulk ESS < "
+                        "%g): left out of the 'converged' rows, counted in "
+                        "excluded_unconverged", s, proto, n_bad, len(mine), r_hat, ess)
+    paired = [p for p in all_paired if len(p)]
+    if args.figure and paired:
+        fig_paired_differences(pd.concat(paired, ignore_index=True), args.figure)
+    total = sum(r["cpu_total"] for r in runs)
+    print(f"{len(groups)} setting/protocol table sets from {len(runs)} runs "
+          f"({total:.0f} CPU s of sampling and output metrics) -> {out_dir}")
     return 0
 
 
@@ -342,7 +437,43 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="metrics of the predicted process (output_metrics.csv) to write")
     p.add_argument("--output-per-rep", dest="per_rep", required=True,
                    help="per-replication rows (per_replication.csv) to write")
+    p.add_argument("--exclude-unconverged", action="store_true",
+                   help="leave unconverged chain sets out of the averages (counted in "
+                   "unconverged): bayes.exclude_unconverged")
     p.set_defaults(func=cmd_metrics)
+
+    p = sub.add_parser("bayes-run-batch",
+                       help="a block of replications of the replication study (paper 3)",
+                       description="Simulate the data of each replication in --reps, sample "
+                       "them as lanes of one lock-step program (each run's draws are those it "
+                       "gets alone) and write one record per replication: posterior means and "
+                       "95%% intervals with the truth, R-hat and bulk ESS, output metrics, CPU.")
+    p.add_argument("--params", required=True,
+                   help="JSON {sampler, convergence, refine, predict_draws, output_metrics} "
+                   "(or @file)")
+    p.add_argument("--setting", required=True, help="built-in setting name")
+    p.add_argument("--protocol", required=True, choices=["honest", "reference"],
+                   help="start protocol")
+    p.add_argument("--method", required=True, choices=["koh", "mos"], help="discrepancy prior")
+    p.add_argument("--reps", required=True, help="replications, e.g. 0-24 or 3,7")
+    p.add_argument("--seed", type=int, required=True, help="the config's top-level seed")
+    p.add_argument("--output", required=True, help="JSON of the block's records to write")
+    p.set_defaults(func=cmd_run_batch)
+
+    p = sub.add_parser("bayes-replication-tables",
+                       help="the replication study's tables, paired differences and figure",
+                       description="Read bayes-run-batch records; apply the convergence rule "
+                       "(R-hat and bulk ESS thresholds of --params' convergence); write per "
+                       "setting and protocol the parameter, paired-difference and output "
+                       "tables for the converged subset and for all replications, a meta.json "
+                       "(cost, counts, how it was made) and the paired-difference figure.")
+    p.add_argument("--params", required=True, help="JSON {sampler, convergence, ...} (or @file)")
+    p.add_argument("--records", nargs="+", required=True, help="bayes-run-batch JSON files")
+    p.add_argument("--seed", type=int, required=True, help="the config's top-level seed")
+    p.add_argument("--out-dir", required=True, help="directory of the tables")
+    p.add_argument("--output-figure", dest="figure", help="paired-difference figure (PNG)")
+    p.add_argument("--made-by", default="", help="the command that made them (meta.json)")
+    p.set_defaults(func=cmd_replication_tables)
 
     p = sub.add_parser("bayes-table", help="paper tables with our numbers beside them",
                        description="Write the paper's parameter and output tables for a "
