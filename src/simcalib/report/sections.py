@@ -63,9 +63,9 @@ def metamodel_table(info: dict) -> pd.DataFrame:
     reaches ``metamodel.min_r2``."""
     r2 = info.get("test_r2") or {}
     mae = info.get("test_mae") or {}
-    thr = trust.threshold(info)
+    verdict = trust.judge(info)
     rows = [{"output": o, "test R²": float(v), "test MAE": float(mae.get(o, np.nan)),
-             f"R² ≥ min_r2 ({thr:g})": "yes" if float(v) >= thr else "NO"}
+             f"R² ≥ min_r2 ({verdict.min_r2:g})": "NO" if o in verdict.weak_outputs else "yes"}
             for o, v in r2.items()]
     return pd.DataFrame(rows)
 
@@ -107,15 +107,15 @@ def _metamodel_blocks(meta: Path) -> list[Block]:
     if table.empty:
         return []
     r2 = table["test R²"]
-    thr = trust.threshold(info)
+    verdict = trust.judge(info)
     arch = info.get("hidden", info.get("architecture"))
     out: list[Block] = [f"Metamodel{f' (hidden layers {arch})' if arch else ''}: test R² "
                         f"min {r2.min():.3f}, median {float(r2.median()):.3f} over "
                         f"{len(r2)} outputs (held-out test split)."]
-    low = table.loc[r2 < thr, "output"].tolist()
-    if low:
-        out.append(f"**WARNING:** test R² below metamodel.min_r2 = {thr:g} for "
-                   f"{', '.join(low)}: predictions of these outputs are unreliable.")
+    if verdict.weak_outputs:
+        out.append(f"**WARNING:** test R² below metamodel.min_r2 = {verdict.min_r2:g} for "
+                   f"{', '.join(verdict.weak_outputs)}: predictions of these outputs are "
+                   "unreliable.")
     out.append(Table("Metamodel test R² per output", table))
     return out
 
