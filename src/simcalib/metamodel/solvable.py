@@ -240,8 +240,12 @@ def solvable_phase(net: nn.Sequential, c: Mapping[str, Any], Xs: np.ndarray,
     with torch.no_grad():
         plain_r2 = r2_scores(Y[te], net(t(Xs[te])).numpy() * y_std + y_mean)
     gen = torch.Generator().manual_seed(int_seed(seed, "metamodel", study, "solvable"))
-    new, rec = make_solvable(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]), box_lo, box_hi,
-                             sc, c["loss"], int(c["batch_size"]), gen)
+    # dropout draws from torch's global generator, which torch seeds at random in every
+    # process: seed it here (and restore it after), or two runs train different nets
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int_seed(seed, "metamodel", study, "solvable", "dropout"))
+        new, rec = make_solvable(net, t(Xs[tr]), t(Ys[tr]), t(Xs[va]), t(Ys[va]), box_lo,
+                                 box_hi, sc, c["loss"], int(c["batch_size"]), gen)
     net.load_state_dict(new.state_dict())
     rec["plain_test_r2"] = [float(v) for v in plain_r2]
     return rec
