@@ -57,18 +57,25 @@ def predictive(setting: Setting, idata: object, t_dense: np.ndarray, n_draws: in
             continue
         f_s[k] = np.log(sol.z[:, idx]) if setting.positive else sol.z[:, idx]
         e_s[k] = np.sqrt(sigma2[i]) * rng.standard_normal((n_t, n_o))
+        # outputs observed at the same times share the draw's conditional covariance
+        # (same kernel, same conditioning set): factorise it once per pattern of
+        # observed times, the costliest step (an n_t x n_t eigendecomposition)
+        factors: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         for o in range(n_o):
             ok = np.isfinite(delta[i, :, o])
-            kd = se_kernel(t_dense, t_obs[ok], gamma[i], ell[i])
-            koo = se_kernel(t_obs[ok], t_obs[ok], gamma[i], ell[i])
-            lo, _ = robust_cholesky(koo)
-            a = tri_solve(lo, kd.T)                            # L^-1 K_od
+            if ok.tobytes() not in factors:
+                kd = se_kernel(t_dense, t_obs[ok], gamma[i], ell[i])
+                koo = se_kernel(t_obs[ok], t_obs[ok], gamma[i], ell[i])
+                lo, _ = robust_cholesky(koo)
+                a = tri_solve(lo, kd.T)                        # L^-1 K_od
+                cov = se_kernel(t_dense, t_dense, gamma[i], ell[i]) - a.T @ a
+                # the conditional covariance is singular at the observed times: draw
+                # through its eigendecomposition with round-off negatives clipped to zero
+                lam, vec = np.linalg.eigh(0.5 * (cov + cov.T))
+                factors[ok.tobytes()] = (lo, a, vec, np.sqrt(np.maximum(lam, 0.0)))
+            lo, a, vec, root = factors[ok.tobytes()]
             mean = a.T @ tri_solve(lo, delta[i, ok, o])
-            cov = se_kernel(t_dense, t_dense, gamma[i], ell[i]) - a.T @ a
-            # the conditional covariance is singular at the observed times: draw through
-            # its eigendecomposition with round-off negatives clipped to zero
-            lam, vec = np.linalg.eigh(0.5 * (cov + cov.T))
-            d_s[k, :, o] = mean + vec @ (np.sqrt(np.maximum(lam, 0.0)) * rng.standard_normal(n_t))
+            d_s[k, :, o] = mean + vec @ (root * rng.standard_normal(n_t))
     good = np.all(np.isfinite(f_s), axis=(1, 2))
     f_s, d_s, e_s = f_s[good], d_s[good], e_s[good]
     xi, y_new = f_s + d_s, f_s + d_s + e_s
