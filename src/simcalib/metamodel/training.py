@@ -182,6 +182,10 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
         P = net(t(Xs[te])).numpy() * y_std + y_mean
     r2 = r2_scores(Y[te], P)
     mae = np.abs(Y[te] - P).mean(axis=0)
+    # second moment of the held-out residuals (bias included): the metamodel-error
+    # covariance of the posterior's likelihood (simcalib.metamodel.posterior.noise)
+    resid = Y[te] - P
+    resid_cov = resid.T @ resid / max(1, len(te))
     min_r2 = float(c["min_r2"])
     low = trust.weak_outputs(dict(zip(output_names, r2, strict=True)), min_r2)
     verdict = trust.MetamodelTrust(float(r2.min()), min_r2, low)
@@ -190,6 +194,7 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     metrics: dict[str, Any] = {
         "test_r2": {o: float(v) for o, v in zip(output_names, r2, strict=True)},
         "test_mae": {o: float(v) for o, v in zip(output_names, mae, strict=True)},
+        "test_residual_cov": resid_cov.tolist(),
         "min_test_r2": float(r2.min()),
         "n_train": int(len(tr)), "n_val": int(len(va)), "n_test": int(len(te)),
         "min_r2": min_r2,

@@ -1,0 +1,87 @@
+"""From a study, its metamodel and a targets table to sampled posteriors.
+
+:func:`target_specs` reads each target's outputs, contexts, ``sd_``/``weight_``
+columns and (synthetic targets) true inputs; :func:`settings` merges the
+``calibration.posterior`` section over the schema defaults; :func:`run` samples them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simcalib.config import check_section, schema_defaults
+from simcalib.errors import ConfigError, DataError
+from simcalib.metamodel.posterior.density import Posterior, TargetSpec
+from simcalib.metamodel.posterior.noise import ErrorModel, error_model
+from simcalib.metamodel.posterior.sampler import Draws, sample
+from simcalib.seeds import rng
+from simcalib.study.observations import SD_PREFIX, WEIGHT_PREFIX, has_truth
+from simcalib.study.space import Space
+
+
+def settings(cfg: Mapping[str, Any] | None, key: str = "calibration.posterior"
+             ) -> dict[str, Any]:
+    """``cfg`` over the schema's ``calibration.posterior`` defaults (one source of
+    truth); a misspelled key is a ConfigError naming it."""
+    base = schema_defaults("calibration.schema.yaml")["posterior"]
+    cfg = dict(cfg or {})
+    check_section({"posterior": cfg}, "calibration.schema.yaml", key.rsplit(".", 1)[0])
+    out = {**base, **cfg}
+    if int(out["chains"]) < 2:
+        raise ConfigError(f"{key}.chains", "R-hat needs at least 2 chains")
+    if int(out["max_draws"]) < int(out["draws"]):
+        raise ConfigError(f"{key}.max_draws", f"must be >= draws ({out['draws']})")
+    return out
+
+
+def target_specs(df: pd.DataFrame, space: Space, output_names: Sequence[str],
+                 obs_noise: str = "auto", source: str = "targets") -> list[TargetSpec]:
+    """One :class:`TargetSpec` per ok row of a targets table (failed targets are
+    skipped: they have no outputs to condition on)."""
+    outs = list(output_names)
+    missing = [c for c in ["target_id", *space.context_names, *outs] if c not in df.columns]
+    if missing:
+        raise DataError(source, f"missing column(s) {missing}")
+    truth = has_truth(df, space.tunable_names)
+    observed = not truth
+    if "status" in df:
+        df = df[df["status"].astype(str) == "ok"]
+    specs = []
+    for _, row in df.iterrows():
+        z = row[outs].to_numpy(dtype=float)
+        if not np.isfinite(z).all():
+            continue
+        has_sd = [SD_PREFIX + o in df.columns for o in outs]
+        sd = np.array([float(row[SD_PREFIX + o]) if h else 0.0
+                       for o, h in zip(outs, has_sd, strict=True)])
+        w = np.array([float(row[WEIGHT_PREFIX + o]) if WEIGHT_PREFIX + o in df.columns
+                      else 1.0 for o in outs])
+        infer = (not all(has_sd)) and (obs_noise == "infer"
+                                       or (obs_noise == "auto" and observed))
+        specs.append(TargetSpec(
+            int(row["target_id"]), {c: float(row[c]) for c in space.context_names}, z,
+            sd ** 2, w, bool(infer),
+            row[space.tunable_names].to_numpy(dtype=float) if truth else None))
+    if not specs:
+        raise DataError(source, "no target with finite outputs to condition on")
+    return specs
+
+
+def build(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, Any],
+          model: ErrorModel | None = None) -> Posterior:
+    """The joint log density of ``specs`` under metamodel ``mm`` (or ``model``)."""
+    model = model if model is not None else error_model(mm)
+    scale = np.asarray(mm.y_std, dtype=float)
+    return Posterior(space, model, specs, np.where(scale > 0, scale, 1.0),
+                     float(cfg["noise_scale"]))
+
+
+def run(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, Any],
+        seed: int, *keys: Any, model: ErrorModel | None = None) -> Draws:
+    """Sample the posteriors of ``specs`` (seeded from ``seed`` and ``keys``)."""
+    post = build(space, mm, specs, cfg, model)
+    return sample(post, cfg, rng(seed, "posterior", *keys), label=f"posterior {keys}")

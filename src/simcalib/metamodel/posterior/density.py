@@ -1,0 +1,191 @@
+"""The unnormalised log posterior of every target at once, on the sampler's coordinates.
+
+Coordinates: each target's tunable inputs as u in (0, 1)^d over that target's box
+(bounds at its context; log inputs in log space), plus log tau for targets whose
+observation sd is inferred.  The prior is uniform in u, i.e. uniform on the box and
+log-uniform for ``log: true`` inputs, truncated to the linear constraints (a point
+breaking one has density 0).  Contexts are fixed at the target's values.
+
+Integer inputs are handled exactly, not relaxed: u_i is an auxiliary continuous
+coordinate and the input is floor(lb + u_i (ub - lb + 1)) (the design's own map), so
+each integer owns a cell of equal prior mass and the likelihood is constant on the
+cell; the marginal of the integer is its exact discrete posterior.
+
+The likelihood is N(z; M(x), Sigma(x)) (:mod:`.noise`); outputs with weight 0 are
+dropped, a weight w multiplies the output's precision by w^2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from simcalib.errors import ConfigError
+from simcalib.metamodel.posterior.noise import ErrorModel
+from simcalib.study.space import Space
+
+LOG_2PI = float(np.log(2 * np.pi))
+
+
+@dataclass
+class TargetSpec:
+    """One target: its id, context, observed outputs (metamodel order), observation
+    variance (0 for none), output weights, whether tau is inferred, and (for
+    synthetic targets) its true tunable inputs."""
+
+    target_id: int
+    context: dict[str, float]
+    z: np.ndarray
+    obs_var: np.ndarray
+    weight: np.ndarray
+    infer_scale: bool = False
+    x_true: np.ndarray | None = None
+
+
+class Posterior:
+    """Log density of T targets over lanes: ``logp(U, t)`` with U (L, D) coordinates
+    and t (L,) the target index of each lane."""
+
+    def __init__(self, space: Space, model: ErrorModel, targets: Sequence[TargetSpec],
+                 scale: np.ndarray, noise_scale: float = 0.1) -> None:
+        if any(c.sense == "==" for c in space.constraints):
+            raise ConfigError("constraints", "the posterior cannot sample under an equality "
+                              "constraint (a set of prior mass zero); rewrite it as bounds "
+                              "or two inequalities with a tolerance")
+        self.space = space
+        self.model = model
+        self.targets = list(targets)
+        self.d = len(space.tunable_names)
+        self.infer = np.array([t.infer_scale for t in self.targets], dtype=bool)
+        self.D = self.d + (1 if self.infer.any() else 0)
+        self.scale = np.asarray(scale, dtype=float)
+        self.noise_scale = float(noise_scale)
+        T = len(self.targets)
+        lo = np.empty((T, self.d))
+        hi = np.empty((T, self.d))
+        for i, t in enumerate(self.targets):
+            lo[i], hi[i] = space.bounds(t.context)
+        self.lo, self.hi = lo, hi
+        self.Z = np.array([t.z for t in self.targets], dtype=float)
+        self.obs_var = np.array([t.obs_var for t in self.targets], dtype=float)
+        self.W = np.array([t.weight for t in self.targets], dtype=float)
+        self.ctx = np.array([[t.context[c] for c in space.context_names]
+                             for t in self.targets], dtype=float).reshape(T, -1)
+        self.input_order = [space.input_names.index(n) for n in model.input_names] \
+            if hasattr(model, "input_names") else list(range(len(space.input_names)))
+        self.evaluations = 0
+
+    # ---- coordinates ------------------------------------------------------------
+    def to_x(self, U: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Tunables (L, d) from coordinates (L, D) of lanes on targets t."""
+        return self.space._map_unit(np.clip(U[:, : self.d], 0.0, 1.0 - 1e-12),
+                                    self.lo[t], self.hi[t])
+
+    def to_u(self, X: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Coordinates of tunables (the cell centre for integers): for the truth's rank."""
+        lo, hi = self.lo[t], self.hi[t]
+        U = np.empty_like(np.asarray(X, dtype=float))
+        for j, p in enumerate(self.space.parameters):
+            a, b, x = lo[:, j], hi[:, j], X[:, j]
+            if p.integer:
+                a_i, b_i = np.ceil(a - 1e-9), np.floor(b + 1e-9)
+                U[:, j] = (np.round(x) - a_i + 0.5) / (b_i - a_i + 1)
+            elif p.log:
+                U[:, j] = (np.log(x) - np.log(a)) / (np.log(b) - np.log(a))
+            else:
+                U[:, j] = (x - a) / (b - a)
+        return U
+
+    def inputs(self, X: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Metamodel input rows: tunables and the lanes' contexts, in its order."""
+        full = np.hstack([X, self.ctx[t]])
+        return full[:, self.input_order]
+
+    def feasible(self, X: np.ndarray, t: np.ndarray) -> np.ndarray:
+        ok = np.ones(len(X), dtype=bool)
+        if not self.space.constraints:
+            return ok
+        env = {n: X[:, j] for j, n in enumerate(self.space.tunable_names)}
+        env.update({n: self.ctx[t, j] for j, n in enumerate(self.space.context_names)})
+        for con in self.space.constraints:
+            ok &= con.satisfied(env)
+        return ok
+
+    # ---- density ----------------------------------------------------------------
+    def log_prior_scale(self, v: np.ndarray) -> np.ndarray:
+        """Half-normal(noise_scale) prior of tau, in v = log tau (Jacobian included)."""
+        tau = np.exp(v)
+        return v - 0.5 * (tau / self.noise_scale) ** 2
+
+    def logp(self, U: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Unnormalised log posterior of each lane (-inf outside the prior's support)."""
+        U = np.atleast_2d(U)
+        out = np.full(len(U), -np.inf)
+        inside = np.all((U[:, : self.d] > 0.0) & (U[:, : self.d] < 1.0), axis=1)
+        if self.D > self.d:
+            inside &= np.isfinite(U[:, self.d]) & (np.abs(U[:, self.d]) < 50)
+        idx = np.flatnonzero(inside)
+        if len(idx) == 0:
+            return out
+        ti = t[idx]
+        X = self.to_x(U[idx], ti)
+        ok = self.feasible(X, ti)
+        idx, ti, X = idx[ok], ti[ok], X[ok]
+        if len(idx) == 0:
+            return out
+        out[idx] = self.loglik(X, ti, U[idx, self.d] if self.D > self.d else None)
+        if self.D > self.d:
+            inf = self.infer[ti]
+            out[idx] += np.where(inf, self.log_prior_scale(U[idx, self.d]),
+                                 -0.5 * U[idx, self.d] ** 2)   # unused coordinate: N(0, 1)
+        return out
+
+    def loglik(self, X: np.ndarray, t: np.ndarray, v: np.ndarray | None = None) -> np.ndarray:
+        """log N(z_t; M(x), Sigma) per lane, dropped outputs (weight 0) excluded."""
+        inp = self.inputs(X, t)
+        self.evaluations += len(X)
+        M = self.model.mean(inp)
+        C = np.asarray(self.model.cov(inp), dtype=float)
+        P = M.shape[1]
+        S = np.broadcast_to(C, (len(X), P, P)).copy()
+        S[:, np.arange(P), np.arange(P)] += self.obs_var[t]
+        if v is not None:
+            tau2 = np.where(self.infer[t], np.exp(2 * v), 0.0)
+            S[:, np.arange(P), np.arange(P)] += tau2[:, None] * self.scale ** 2
+        w = self.W[t]
+        keep = w > 0
+        winv = np.where(keep, 1.0 / np.where(keep, w, 1.0), 1.0)
+        S = S * winv[:, :, None] * winv[:, None, :]
+        r = np.where(keep, self.Z[t] - M, 0.0)
+        # a dropped output: unit variance, no correlation, zero residual (adds 0)
+        drop = ~keep
+        if drop.any():
+            S = np.where(drop[:, :, None] | drop[:, None, :], 0.0, S)
+            S[:, np.arange(P), np.arange(P)] += drop
+        L = np.linalg.cholesky(S)
+        a = np.linalg.solve(L, r[:, :, None])[:, :, 0]
+        logdet = 2 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
+        n_kept = keep.sum(axis=1)
+        return -0.5 * (a ** 2).sum(axis=1) - 0.5 * logdet - 0.5 * n_kept * LOG_2PI
+
+    def sample_prior(self, n: int, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``n`` prior draws per lane target in ``t`` (constraints by rejection): (len(t)*n, D)."""
+        tt = np.repeat(t, n)
+        U = rng.random((len(tt), self.D))
+        if self.D > self.d:
+            U[:, self.d] = np.where(self.infer[tt],
+                                    np.log(np.abs(rng.normal(0, self.noise_scale, len(tt)))
+                                           + 1e-300),
+                                    rng.normal(0, 1, len(tt)))
+        for _ in range(100):
+            bad = ~self.feasible(self.to_x(U, tt), tt)
+            if not bad.any():
+                break
+            U[bad, : self.d] = rng.random((int(bad.sum()), self.d))
+        else:
+            raise ConfigError("constraints", "could not draw prior points that satisfy the "
+                              "constraints at some target's context; the feasible region is "
+                              "empty or tiny")
+        return U
