@@ -40,7 +40,7 @@ def _space(constraints: list[str] | None = None, integer: bool = False):
         "constraints": constraints or []})
 
 
-CFG = settings({"chains": 4, "warmup": 600, "draws": 1500, "max_draws": 6000,
+CFG = settings({"chains": 4, "warmup": 600, "draws": 1500, "max_draws": 6000, "error_dof": 0,
                 "init_draws": 4000})
 
 

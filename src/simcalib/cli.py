@@ -21,6 +21,7 @@ VERB_MODULES: list[str] = [
     "simcalib.commands.simulate",
     "simcalib.commands.metamodel",
     "simcalib.commands.calibrate",
+    "simcalib.commands.posterior",
     "simcalib.commands.multisource",
     "simcalib.commands.bayes",
     "simcalib.commands.report",

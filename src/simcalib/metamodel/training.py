@@ -130,6 +130,33 @@ def _fit(net: nn.Sequential, Xtr: torch.Tensor, Ytr: torch.Tensor, Xva: torch.Te
             "val_loss": None if not np.isfinite(best) else float(best)}
 
 
+def split(n: int, c: Mapping[str, Any], seed: int, study: str
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(test, validation, train) row indices of the usable rows, from (seed, study)."""
+    perm = rng(seed, "metamodel", study, "split").permutation(n)
+    n_te = max(1, int(round(float(c["split"]["test"]) * n)))
+    n_va = max(1, int(round(float(c["split"]["val"]) * n)))
+    return perm[:n_te], perm[n_te:n_te + n_va], perm[n_te + n_va:]
+
+
+def heldout_rows(df: pd.DataFrame, mm: Metamodel, seed: int) -> pd.DataFrame:
+    """The test rows ``mm`` never trained on, rebuilt from its dataset and seed (the
+    posterior calibrates its error scale on them).  Raises DataError when the rows do
+    not reproduce the recorded test R2 (another dataset or seed)."""
+    c = _cfg(mm.info.get("config") or {})
+    X, Y = _clean(df, mm.input_names, mm.output_names, "dataset")
+    te, _, _ = split(len(X), c, seed, mm.study)
+    r2 = r2_scores(Y[te], mm.predict(X[te]))
+    rec = np.array([float((mm.info.get("test_r2") or {}).get(o, np.nan))
+                    for o in mm.output_names])
+    if not np.allclose(r2, rec, rtol=0, atol=1e-6):
+        raise DataError("dataset", "its test split does not reproduce the metamodel's "
+                        "recorded test R2 (another dataset or seed than it was trained on)")
+    out = pd.DataFrame(np.hstack([X[te], Y[te]]),
+                       columns=[*mm.input_names, *mm.output_names])
+    return out
+
+
 def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: Sequence[str],
                     cfg: Mapping[str, Any], seed: int, study: str = ""
                     ) -> tuple[Metamodel, dict[str, Any]]:
@@ -145,11 +172,7 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     if n < 10:
         raise DataError("dataset", f"only {n} usable rows (status ok, finite); need >= 10 "
                         f"({failure_digest(df)})")
-    r = rng(seed, "metamodel", study, "split")
-    perm = r.permutation(n)
-    n_te = max(1, int(round(float(c["split"]["test"]) * n)))
-    n_va = max(1, int(round(float(c["split"]["val"]) * n)))
-    te, va, tr = perm[:n_te], perm[n_te:n_te + n_va], perm[n_te + n_va:]
+    te, va, tr = split(n, c, seed, study)
     x_mean, x_std = X[tr].mean(axis=0), X[tr].std(axis=0)
     y_mean, y_std = Y[tr].mean(axis=0), Y[tr].std(axis=0)
     x_std = np.where(x_std > 0, x_std, 1.0)

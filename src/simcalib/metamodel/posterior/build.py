@@ -7,6 +7,7 @@ columns and (synthetic targets) true inputs; :func:`settings` merges the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,8 @@ from simcalib.metamodel.posterior.sampler import Draws, sample
 from simcalib.seeds import rng
 from simcalib.study.observations import SD_PREFIX, WEIGHT_PREFIX, has_truth
 from simcalib.study.space import Space
+
+log = logging.getLogger(__name__)
 
 
 def settings(cfg: Mapping[str, Any] | None, key: str = "calibration.posterior"
@@ -39,7 +42,8 @@ def settings(cfg: Mapping[str, Any] | None, key: str = "calibration.posterior"
 
 
 def target_specs(df: pd.DataFrame, space: Space, output_names: Sequence[str],
-                 obs_noise: str = "auto", source: str = "targets") -> list[TargetSpec]:
+                 obs_noise: str = "auto", source: str = "targets", kappa: float = 1.0
+                 ) -> list[TargetSpec]:
     """One :class:`TargetSpec` per ok row of a targets table (failed targets are
     skipped: they have no outputs to condition on)."""
     outs = list(output_names)
@@ -65,7 +69,8 @@ def target_specs(df: pd.DataFrame, space: Space, output_names: Sequence[str],
         specs.append(TargetSpec(
             int(row["target_id"]), {c: float(row[c]) for c in space.context_names}, z,
             sd ** 2, w, bool(infer),
-            row[space.tunable_names].to_numpy(dtype=float) if truth else None))
+            row[space.tunable_names].to_numpy(dtype=float) if truth else None,
+            float(kappa)))
     if not specs:
         raise DataError(source, "no target with finite outputs to condition on")
     return specs
@@ -77,7 +82,23 @@ def build(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, 
     model = model if model is not None else error_model(mm)
     scale = np.asarray(mm.y_std, dtype=float)
     return Posterior(space, model, specs, np.where(scale > 0, scale, 1.0),
-                     float(cfg["noise_scale"]))
+                     float(cfg["noise_scale"]), float(cfg["error_dof"]))
+
+
+def error_scale(space: Space, mm: Any, cfg: Mapping[str, Any], seed: int,
+                dataset: pd.DataFrame | None, *keys: Any) -> tuple[float, pd.DataFrame | None]:
+    """kappa: ``error_scale`` when a number; when ``calibrate``, from the metamodel's
+    held-out rows of ``dataset`` (:mod:`.scale`); 1 with a warning without a dataset."""
+    if cfg["error_scale"] != "calibrate":
+        return float(cfg["error_scale"]), None
+    if dataset is None:
+        log.warning("calibration.posterior.error_scale is 'calibrate' but no dataset was "
+                    "given: kappa = 1 (the posterior may be too narrow)")
+        return 1.0, None
+    from simcalib.metamodel.posterior.scale import calibrate_kappa
+    from simcalib.metamodel.training import heldout_rows
+
+    return calibrate_kappa(space, mm, heldout_rows(dataset, mm, seed), cfg, seed, *keys)
 
 
 def run(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, Any],

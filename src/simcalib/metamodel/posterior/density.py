@@ -11,8 +11,12 @@ coordinate and the input is floor(lb + u_i (ub - lb + 1)) (the design's own map)
 each integer owns a cell of equal prior mass and the likelihood is constant on the
 cell; the marginal of the integer is its exact discrete posterior.
 
-The likelihood is N(z; M(x), Sigma(x)) (:mod:`.noise`); outputs with weight 0 are
-dropped, a weight w multiplies the output's precision by w^2.
+The likelihood is N(z; M(x), Sigma(x)) (:mod:`.noise`), or with ``error_dof`` = nu > 2
+a multivariate Student-t with the same covariance: a Gaussian whose scale varies from
+target to target, because the metamodel's error does vary over the box (held-out
+residuals of the epidemic metamodel have Mahalanobis^2 quantiles 7.4 / 18 / 34 at
+50 / 90 / 99 %, where a Gaussian would give 8.3 / 14.7 / 21.7).  Outputs with weight 0
+are dropped, a weight w multiplies the output's precision by w^2.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import gammaln
 
 from simcalib.errors import ConfigError
 from simcalib.metamodel.posterior.noise import ErrorModel
@@ -42,6 +47,8 @@ class TargetSpec:
     weight: np.ndarray
     infer_scale: bool = False
     x_true: np.ndarray | None = None
+    #: multiplier of the metamodel-error covariance (calibrated on held-out rows)
+    kappa: float = 1.0
 
 
 class Posterior:
@@ -49,7 +56,7 @@ class Posterior:
     and t (L,) the target index of each lane."""
 
     def __init__(self, space: Space, model: ErrorModel, targets: Sequence[TargetSpec],
-                 scale: np.ndarray, noise_scale: float = 0.1) -> None:
+                 scale: np.ndarray, noise_scale: float = 0.1, dof: float = 0.0) -> None:
         if any(c.sense == "==" for c in space.constraints):
             raise ConfigError("constraints", "the posterior cannot sample under an equality "
                               "constraint (a set of prior mass zero); rewrite it as bounds "
@@ -62,6 +69,9 @@ class Posterior:
         self.D = self.d + (1 if self.infer.any() else 0)
         self.scale = np.asarray(scale, dtype=float)
         self.noise_scale = float(noise_scale)
+        if dof and not dof > 2:
+            raise ConfigError("error_dof", f"must be > 2 (a finite variance) or 0, got {dof}")
+        self.dof = float(dof or 0.0)
         T = len(self.targets)
         lo = np.empty((T, self.d))
         hi = np.empty((T, self.d))
@@ -71,6 +81,7 @@ class Posterior:
         self.Z = np.array([t.z for t in self.targets], dtype=float)
         self.obs_var = np.array([t.obs_var for t in self.targets], dtype=float)
         self.W = np.array([t.weight for t in self.targets], dtype=float)
+        self.kappa = np.array([t.kappa for t in self.targets], dtype=float)
         self.ctx = np.array([[t.context[c] for c in space.context_names]
                              for t in self.targets], dtype=float).reshape(T, -1)
         self.input_order = [space.input_names.index(n) for n in model.input_names] \
@@ -121,26 +132,34 @@ class Posterior:
 
     def logp(self, U: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Unnormalised log posterior of each lane (-inf outside the prior's support)."""
+        lprior, llik = self.parts(U, t)
+        return lprior + llik
+
+    def parts(self, U: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log prior, log likelihood) of each lane; the prior is -inf outside its
+        support (there the likelihood is 0, never evaluated)."""
         U = np.atleast_2d(U)
-        out = np.full(len(U), -np.inf)
+        lprior = np.full(len(U), -np.inf)
+        llik = np.zeros(len(U))
         inside = np.all((U[:, : self.d] > 0.0) & (U[:, : self.d] < 1.0), axis=1)
         if self.D > self.d:
             inside &= np.isfinite(U[:, self.d]) & (np.abs(U[:, self.d]) < 50)
         idx = np.flatnonzero(inside)
         if len(idx) == 0:
-            return out
+            return lprior, llik
         ti = t[idx]
         X = self.to_x(U[idx], ti)
         ok = self.feasible(X, ti)
         idx, ti, X = idx[ok], ti[ok], X[ok]
         if len(idx) == 0:
-            return out
-        out[idx] = self.loglik(X, ti, U[idx, self.d] if self.D > self.d else None)
+            return lprior, llik
+        llik[idx] = self.loglik(X, ti, U[idx, self.d] if self.D > self.d else None)
+        lprior[idx] = 0.0
         if self.D > self.d:
             inf = self.infer[ti]
-            out[idx] += np.where(inf, self.log_prior_scale(U[idx, self.d]),
-                                 -0.5 * U[idx, self.d] ** 2)   # unused coordinate: N(0, 1)
-        return out
+            lprior[idx] += np.where(inf, self.log_prior_scale(U[idx, self.d]),
+                                    -0.5 * U[idx, self.d] ** 2)   # unused coordinate: N(0, 1)
+        return lprior, llik
 
     def loglik(self, X: np.ndarray, t: np.ndarray, v: np.ndarray | None = None) -> np.ndarray:
         """log N(z_t; M(x), Sigma) per lane, dropped outputs (weight 0) excluded."""
@@ -149,7 +168,7 @@ class Posterior:
         M = self.model.mean(inp)
         C = np.asarray(self.model.cov(inp), dtype=float)
         P = M.shape[1]
-        S = np.broadcast_to(C, (len(X), P, P)).copy()
+        S = np.broadcast_to(C, (len(X), P, P)) * self.kappa[t][:, None, None]
         S[:, np.arange(P), np.arange(P)] += self.obs_var[t]
         if v is not None:
             tau2 = np.where(self.infer[t], np.exp(2 * v), 0.0)
@@ -164,11 +183,20 @@ class Posterior:
         if drop.any():
             S = np.where(drop[:, :, None] | drop[:, None, :], 0.0, S)
             S[:, np.arange(P), np.arange(P)] += drop
+        n_kept = keep.sum(axis=1)
+        nu = self.dof
+        if nu > 0:
+            # Student-t with covariance S: scale matrix S (nu - 2) / nu
+            S = S * ((nu - 2.0) / nu)
         L = np.linalg.cholesky(S)
         a = np.linalg.solve(L, r[:, :, None])[:, :, 0]
         logdet = 2 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
-        n_kept = keep.sum(axis=1)
-        return -0.5 * (a ** 2).sum(axis=1) - 0.5 * logdet - 0.5 * n_kept * LOG_2PI
+        m2 = (a ** 2).sum(axis=1)
+        if nu > 0:
+            return (gammaln(0.5 * (nu + n_kept)) - gammaln(0.5 * nu)
+                    - 0.5 * n_kept * np.log(nu * np.pi) - 0.5 * logdet
+                    - 0.5 * (nu + n_kept) * np.log1p(m2 / nu))
+        return -0.5 * m2 - 0.5 * logdet - 0.5 * n_kept * LOG_2PI
 
     def sample_prior(self, n: int, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``n`` prior draws per lane target in ``t`` (constraints by rejection): (len(t)*n, D)."""

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 TARGET_ACCEPT = 0.25
 JUMP_SHARE = 0.1
 JITTER = 1e-5
+#: share of proposals that redraw one integer input's cell (studies with integers)
+CELL_SHARE = 0.1
 
 
 @dataclass
@@ -95,8 +97,15 @@ def diagnostics(U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return r, e
 
 
+def ladder(n: int, t_max: float) -> np.ndarray:
+    """Inverse temperatures 1 > ... > 1 / t_max, geometric (n rungs; n = 1: no tempering)."""
+    if n <= 1:
+        return np.ones(1)
+    return float(t_max) ** (-np.arange(n) / (n - 1))
+
+
 def sample(post: Posterior, settings: Mapping[str, Any], rng: np.random.Generator,
-           label: str = "posterior") -> Draws:
+           label: str = "posterior", warn: bool = True) -> Draws:
     """Sample every target of ``post`` (see module doc for the scheme)."""
     t_wall, t_cpu = time.perf_counter(), time.process_time()
     C = int(settings["chains"])
@@ -104,65 +113,97 @@ def sample(post: Posterior, settings: Mapping[str, Any], rng: np.random.Generato
     block = int(settings["draws"])
     max_draws = max(block, int(settings["max_draws"]))
     r_max, ess_min = float(settings["r_hat"]), float(settings["ess_bulk"])
+    beta = ladder(int(settings["temperatures"]), float(settings["max_temperature"]))
+    K = len(beta)
     T, D, d = len(post.targets), post.D, post.d
-    lane_t = np.repeat(np.arange(T), C)
-    L = T * C
-    # ---- starts and initial archive: importance resampling of prior draws
+    G = T * K                                    # groups: (target, rung), target-major
+    L = G * C                                    # lanes: (target, rung, chain)
+    lane_g = np.repeat(np.arange(G), C)
+    lane_t = lane_g // K
+    lane_b = beta[lane_g % K]
+    int_dims = np.flatnonzero(post.space.integer_mask)
+    # ---- starts and initial archives: importance resampling of prior draws (each rung
+    # resamples with its own tempered weights)
     n0 = int(settings["init_draws"])
     M = max(C, int(settings["archive"]))
     U0 = post.sample_prior(n0, np.arange(T), rng).reshape(T, n0, D)
-    lp0 = post.logp(U0.reshape(T * n0, D), np.repeat(np.arange(T), n0)).reshape(T, n0)
+    lpr0, ll0 = post.parts(U0.reshape(T * n0, D), np.repeat(np.arange(T), n0))
+    lpr0, ll0 = lpr0.reshape(T, n0), ll0.reshape(T, n0)
     U = np.empty((L, D))
-    archive = np.empty((T, M, D))
-    for i in range(T):
-        w = lp0[i] - np.max(lp0[i])
-        p = np.exp(w)
+    archive = np.empty((G, M, D))
+    for g in range(G):
+        i, b = divmod(g, K)
+        w = lpr0[i] + beta[b] * ll0[i]
+        p = np.exp(w - np.max(w))
         p = p / p.sum()
         nz = int((p > 0).sum())
-        starts = rng.choice(n0, size=C, replace=nz < C, p=p)
-        U[i * C:(i + 1) * C] = U0[i, starts]
-        archive[i] = U0[i, rng.choice(n0, size=M, replace=True, p=p)]
-    lp = post.logp(U, lane_t)
-    scale = np.ones(T)
+        U[g * C:(g + 1) * C] = U0[i, rng.choice(n0, size=C, replace=nz < C, p=p)]
+        archive[g] = U0[i, rng.choice(n0, size=M, replace=True, p=p)]
+    lpr, ll = post.parts(U, lane_t)
+    scale = np.ones(G)
     g0 = 2.38 / np.sqrt(2.0 * D)
-    fill = np.zeros(T, dtype=int)
+    fill = np.zeros(G, dtype=int)
 
-    def step(U: np.ndarray, lp: np.ndarray, scale: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def step(U: np.ndarray, lpr: np.ndarray, ll: np.ndarray, scale: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         i1 = rng.integers(0, M, L)
         i2 = (i1 + rng.integers(1, M, L)) % M
         jump = rng.random(L) < JUMP_SHARE
-        g = np.where(jump, 1.0, g0 * scale[lane_t])
-        prop = U + g[:, None] * (archive[lane_t, i1] - archive[lane_t, i2]) \
+        g = np.where(jump, 1.0, g0 * scale[lane_g])
+        prop = U + g[:, None] * (archive[lane_g, i1] - archive[lane_g, i2]) \
             + JITTER * rng.standard_normal((L, D))
-        lpp = post.logp(prop, lane_t)
-        acc = np.log(rng.random(L)) < lpp - lp
+        if len(int_dims):
+            # a fresh cell for one integer input (others unchanged): symmetric, and
+            # what lets a chain leave an integer value whose neighbours it cannot see
+            cell = rng.random(L) < CELL_SHARE
+            j = int_dims[rng.integers(0, len(int_dims), L)]
+            rows = np.flatnonzero(cell)
+            prop[rows] = U[rows]
+            prop[rows, j[rows]] = rng.random(len(rows))
+        ppr, pll = post.parts(prop, lane_t)
+        acc = np.log(rng.random(L)) < (ppr + lane_b * pll) - (lpr + lane_b * ll)
         U = np.where(acc[:, None], prop, U)
-        lp = np.where(acc, lpp, lp)
-        return U, lp, acc, jump
+        lpr = np.where(acc, ppr, lpr)
+        ll = np.where(acc, pll, ll)
+        return U, lpr, ll, acc, jump
 
-    # ---- warm-up: archive grows, step size adapts
+    def swap(U: np.ndarray, lpr: np.ndarray, ll: np.ndarray, parity: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Exchange states of adjacent rungs (even or odd pairs), per target and chain."""
+        if K < 2:
+            return U, lpr, ll
+        Uv, pv, lv = U.reshape(T, K, C, D), lpr.reshape(T, K, C), ll.reshape(T, K, C)
+        for k in range(parity, K - 1, 2):
+            a = np.log(rng.random((T, C))) < (beta[k] - beta[k + 1]) * (lv[:, k + 1]
+                                                                       - lv[:, k])
+            for arr in (Uv, pv, lv):
+                m = a[..., None] if arr.ndim == 4 else a
+                lo, hi = arr[:, k].copy(), arr[:, k + 1].copy()
+                arr[:, k] = np.where(m, hi, lo)
+                arr[:, k + 1] = np.where(m, lo, hi)
+        return Uv.reshape(L, D), pv.reshape(L), lv.reshape(L)
+
+    # ---- warm-up: archives grow, step sizes adapt
     half = warmup // 2
     every = max(1, (warmup - half) * C // M)
-    acc_n = np.zeros(T)
-    acc_d = np.zeros(T)
+    acc_n = np.zeros(G)
+    acc_d = np.zeros(G)
     for it in range(warmup):
-        U, lp, acc, jump = step(U, lp, scale)
-        a = acc & ~jump
-        acc_n += np.bincount(lane_t, a, minlength=T)
-        acc_d += np.bincount(lane_t, ~jump, minlength=T)
+        U, lpr, ll, acc, jump = step(U, lpr, ll, scale)
+        U, lpr, ll = swap(U, lpr, ll, it % 2)
+        acc_n += np.bincount(lane_g, acc & ~jump, minlength=G)
+        acc_d += np.bincount(lane_g, ~jump, minlength=G)
         if it < half or (it - half) % every == 0:
-            for i in range(T):
-                rows = U[i * C:(i + 1) * C]
-                pos = (fill[i] + np.arange(C)) % M
-                archive[i, pos] = rows
-                fill[i] += C
+            pos = (fill[:, None] + np.arange(C)) % M
+            archive[np.arange(G)[:, None], pos] = U.reshape(G, C, D)
+            fill += C
         if (it + 1) % 50 == 0:
             rate = acc_n / np.maximum(acc_d, 1)
             scale = np.clip(scale * np.exp(2.0 * (rate - TARGET_ACCEPT)), 1e-4, 10.0)
             acc_n[:] = 0
             acc_d[:] = 0
-    # ---- sampling with the archive and step size frozen (exact Metropolis)
+    # ---- sampling with archives and step sizes frozen (exact Metropolis, exact swaps)
+    cold = (np.arange(L) // C) % K == 0
     chunks_U, chunks_lp = [], []
     acc_total = np.zeros(T)
     n = 0
@@ -170,13 +211,16 @@ def sample(post: Posterior, settings: Mapping[str, Any], rng: np.random.Generato
     if D > d:
         diag_mask[:, d] = post.infer
     t_loop = time.perf_counter()
+    it = warmup
     while True:
-        bu = np.empty((block, L, D))
-        bl = np.empty((block, L))
+        bu = np.empty((block, T * C, D))
+        bl = np.empty((block, T * C))
         for k in range(block):
-            U, lp, acc, _ = step(U, lp, scale)
-            bu[k], bl[k] = U, lp
-            acc_total += np.bincount(lane_t, acc, minlength=T)
+            U, lpr, ll, acc, _ = step(U, lpr, ll, scale)
+            U, lpr, ll = swap(U, lpr, ll, it % 2)
+            it += 1
+            bu[k], bl[k] = U[cold], (lpr + ll)[cold]
+            acc_total += np.bincount(lane_t[cold], acc[cold], minlength=T)
         chunks_U.append(bu)
         chunks_lp.append(bl)
         n += block
@@ -193,7 +237,7 @@ def sample(post: Posterior, settings: Mapping[str, Any], rng: np.random.Generato
     allL = np.concatenate(chunks_lp).reshape(n, T, C).transpose(2, 0, 1)
     X = post.to_x(allU.reshape(-1, D), np.tile(np.arange(T), C * n)).reshape(C, n, T, d)
     unconverged = [post.targets[i].target_id for i in np.flatnonzero(~ok)]
-    if unconverged:
+    if unconverged and warn:
         log.warning("%s: the chains of target(s) %s did not converge in %d draws per chain "
                     "(R-hat <= %g and bulk ESS >= %g): their posteriors are flagged "
                     "converged = False", label, unconverged, n, r_max, ess_min)

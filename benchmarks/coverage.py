@@ -1,0 +1,412 @@
+"""Does the metamodel posterior's uncertainty hold?  Coverage of known inputs, side by
+side with sbi's neural posterior estimation (NPE), on the same design and targets
+(issue 25).  And at 30 runs per target: simcalib's strategies against "NPE + 30
+posterior draws, best kept".
+
+Per study and seed (one library run, no workflow): a Sobol design of ``--n`` runs is
+simulated, the study's metamodel trained on it (``train_metamodel``), and
+``--targets`` synthetic targets drawn with known inputs x* (``make_targets``) and
+simulated.  Then
+
+* **simcalib**: ``simcalib.metamodel.posterior`` for all targets at once (the
+  study's defaults: 4 chains, R-hat <= 1.01 and bulk ESS >= 400 or flagged);
+* **NPE**: sbi's ``NPE`` (default MAF) trained once on the same design runs (inputs
+  scaled to the unit box, log-aware; outputs standardised; prior uniform on the
+  unit box), conditioned on each target's outputs, ``--npe-draws`` draws each.
+  Contexts (Rosenbrock's a, b) are appended to the conditioning vector.
+
+Coverage: the fraction of targets whose x*_i lies in the central credible interval
+at 50/80/95 % (per input; ``input`` = the name) and, jointly, whose x* has a higher
+posterior density than a share <= 1 - level of the draws (the rank of the truth's
+density among the draws: simulation-based calibration's HPD coverage; ``input`` =
+``joint``).  ``width`` is the median interval width in units of the input's range
+(unit scale, log-aware; joint rows: NaN).
+
+Strategies at r = ``--runs`` (``--strategies``): ``adaptive``, ``posterior``
+(r posterior draws simulated, best kept), ``pts``, and NPE + r (r NPE draws
+simulated, best kept), each scored by Delta with the metamodel's output scale (the
+stochastic epidemic: mean Delta of ``--rescore`` fresh replicates at the chosen point).
+
+    python benchmarks/coverage.py --quick         # minutes: 1 seed, small n and targets
+    python benchmarks/coverage.py                 # n 1,024, 60 targets, 3 studies
+    python benchmarks/coverage.py --report-only   # tables and figure from the CSVs
+
+Writes ``results/benchmarks/coverage.csv`` (study, method, input, nominal, empirical,
+width, targets, ...), ``coverage_strategies.csv`` (per target), ``coverage_table.csv``
+and ``coverage.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+# this file's name shadows the ``coverage`` package (numba, imported by ArviZ, imports
+# it): take the script's own folder off the import path
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(ROOT / "src"))
+
+from simcalib import io  # noqa: E402
+from simcalib.config import load_config  # noqa: E402
+from simcalib.metamodel.posterior import build, sample, settings, target_specs  # noqa: E402
+from simcalib.metamodel.posterior.build import error_scale  # noqa: E402
+from simcalib.metamodel.strategies import calibrate, compute_anchors, get  # noqa: E402
+from simcalib.metamodel.strategies.ledger import output_scale, read_targets  # noqa: E402
+from simcalib.metamodel.strategies.runner import rescore  # noqa: E402
+from simcalib.metamodel.strategies.settings import solver_options  # noqa: E402
+from simcalib.metamodel.training import train_metamodel  # noqa: E402
+from simcalib.seeds import int_seed, rng  # noqa: E402
+from simcalib.study import Study, build_study  # noqa: E402
+from simcalib.study.simulation import make_targets, simulate_rows  # noqa: E402
+
+OUT = ROOT / "results" / "benchmarks"
+LEVELS = (0.5, 0.8, 0.95)
+STUDIES = ("epidemic_mean", "epidemic", "rosenbrock")
+log = logging.getLogger("coverage")
+
+
+# ---- one study and seed: design, metamodel, targets ----------------------------------
+
+def prepare(cfg: dict[str, Any], name: str, seed: int, n: int, n_targets: int
+            ) -> dict[str, Any]:
+    base = build_study(cfg, name)
+    study = Study(name, {**base.cfg, "targets": {**base.cfg["targets"], "n": n_targets}})
+    levels = max(1, len(study.space.context_levels()))
+    t0 = time.process_time()
+    design = study.space.design(int(np.ceil(n / levels)), rng(seed, "design", name), "sobol")
+    design.insert(0, "run_id", np.arange(len(design), dtype=np.int64))
+    sim = simulate_rows(study, design, seed)
+    sim_cpu = time.process_time() - t0
+    tdf = simulate_rows(study, make_targets(study, seed), seed, stream="targets:targets",
+                        id_column="target_id")
+    tdf = tdf[tdf["status"] == "ok"].reset_index(drop=True)
+    ok = sim[sim["status"] == "ok"].reset_index(drop=True)
+    t0 = time.process_time()
+    mm, metrics = train_metamodel(ok, study.input_names, study.outputs,
+                                  study.cfg["metamodel"], seed, name)
+    log.info("%s seed %d: design %d runs (%.0f CPU-s), metamodel min test R2 %.4f "
+             "(%.0f CPU-s), %d targets", name, seed, len(ok), sim_cpu,
+             metrics["min_test_r2"], time.process_time() - t0, len(tdf))
+    return {"study": study, "design": ok, "targets": tdf, "mm": mm, "metrics": metrics}
+
+
+# ---- coverage from draws --------------------------------------------------------------
+
+def coverage_rows(study_name: str, method: str, seed: int, U: list[np.ndarray],
+                  u_true: np.ndarray, names: list[str], rank: np.ndarray,
+                  converged: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """Per-input central-interval and joint density-rank coverage; U[t] are target
+    t's draws on the unit scale (n_t, d), u_true (T, d), rank (T,) the share of draws
+    with a higher density than the truth."""
+    rows = []
+    for lev in LEVELS:
+        a = (1 - lev) / 2
+        qs = np.array([np.quantile(u, [a, 1 - a], axis=0) for u in U])  # (T, 2, d)
+        inside = (qs[:, 0] <= u_true) & (u_true <= qs[:, 1])
+        width = qs[:, 1] - qs[:, 0]
+        for j, nm in enumerate(names):
+            rows.append({"study": study_name, "method": method, "seed": seed, "input": nm,
+                         "nominal": lev, "empirical": float(inside[:, j].mean()),
+                         "width": float(np.median(width[:, j])), "targets": len(U)})
+        rows.append({"study": study_name, "method": method, "seed": seed, "input": "joint",
+                     "nominal": lev, "empirical": float((rank <= lev).mean()),
+                     "width": np.nan, "targets": len(U),
+                     "converged_share": (float(np.mean(converged)) if converged is not None
+                                         else np.nan)})
+    return rows
+
+
+def simcalib_posterior(prep: dict[str, Any], cfg: dict[str, Any], seed: int
+                       ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, Any, float]:
+    study, mm = prep["study"], prep["mm"]
+    c = settings(cfg)
+    t0 = time.process_time()
+    kappa, _ = error_scale(study.space, mm, c, seed, prep["design"], study.name)
+    kcpu = time.process_time() - t0
+    specs = target_specs(prep["targets"], study.space, list(mm.output_names), c["obs_noise"],
+                         kappa=kappa)
+    post = build(study.space, mm, specs, c)
+    draws = sample(post, c, rng(seed, "coverage-posterior", study.name))
+    log.info("%s: kappa %g (%.1f CPU-s to calibrate), posterior %.1f CPU-s", study.name,
+             kappa, kcpu, draws.cpu_seconds)
+    T = len(specs)
+    tt = np.arange(T)
+    Xtrue = np.array([s.x_true for s in specs])
+    lp_true = post.logp(np.hstack([post.to_u(Xtrue, tt), np.zeros((T, post.D - post.d))]), tt)
+    U, rank = [], np.empty(T)
+    for t in range(T):
+        Ut = draws.U[:, :, t, : post.d].reshape(-1, post.d)
+        # integer inputs: compare on the integer cells (the draws' cell centres)
+        U.append(post.to_u(draws.flat(t), np.full(len(Ut), t)))
+        lp = draws.logp[:, :, t].reshape(-1)
+        rank[t] = float(np.mean(lp > lp_true[t]))
+    u_true = post.to_u(Xtrue, tt)
+    return U, u_true, rank, draws, draws.cpu_seconds + kcpu
+
+
+# ---- sbi NPE --------------------------------------------------------------------------
+
+def npe_fit(prep: dict[str, Any], seed: int) -> Any:
+    """sbi NPE (default MAF) on the design: theta = tunables on the unit scale at each
+    row's context, x = standardised outputs (+ contexts)."""
+    import torch
+    from sbi.inference import NPE
+    from sbi.utils import BoxUniform
+
+    study, design = prep["study"], prep["design"]
+    sp = study.space
+    lo, hi = sp.bounds(design[sp.context_names]) if sp.contexts else (
+        np.broadcast_to(sp.bounds({})[0], (len(design), len(sp.tunable_names))),
+        np.broadcast_to(sp.bounds({})[1], (len(design), len(sp.tunable_names))))
+    th = unit(sp, design[sp.tunable_names].to_numpy(float), lo, hi)
+    Y = design[study.outputs].to_numpy(float)
+    ym, ys = Y.mean(axis=0), Y.std(axis=0)
+    ys = np.where(ys > 0, ys, 1.0)
+    C = design[sp.context_names].to_numpy(float)
+    xv = np.hstack([(Y - ym) / ys, C])
+    torch.manual_seed(int_seed(seed, "npe", study.name))
+    prior = BoxUniform(torch.zeros(th.shape[1]), torch.ones(th.shape[1]))
+    inf = NPE(prior=prior, show_progress_bars=False)
+    t0 = time.process_time()
+    inf.append_simulations(torch.tensor(th, dtype=torch.float32),
+                           torch.tensor(xv, dtype=torch.float32))
+    est = inf.train(show_train_summary=False)
+    cpu = time.process_time() - t0
+    return {"posterior": inf.build_posterior(est), "ym": ym, "ys": ys, "cpu": cpu}
+
+
+def unit(sp: Any, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Tunables to [0, 1] over per-row bounds (log-aware; integer cell centres)."""
+    U = np.empty_like(X, dtype=float)
+    for j, p in enumerate(sp.parameters):
+        a, b, x = lo[:, j], hi[:, j], X[:, j]
+        if p.integer:
+            a_i, b_i = np.ceil(a - 1e-9), np.floor(b + 1e-9)
+            U[:, j] = (np.round(x) - a_i + 0.5) / (b_i - a_i + 1)
+        elif p.log:
+            U[:, j] = (np.log(x) - np.log(a)) / (np.log(b) - np.log(a))
+        else:
+            U[:, j] = (x - a) / (b - a)
+    return U
+
+
+def npe_draws(fit: dict[str, Any], prep: dict[str, Any], n_draws: int, seed: int
+              ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Per target: NPE draws on the unit scale, the truth's density rank, raw draws."""
+    import torch
+
+    study, tdf = prep["study"], prep["targets"]
+    sp = study.space
+    U, R, raw = [], [], []
+    utrue = []
+    for _, row in tdf.iterrows():
+        ctx = {c: float(row[c]) for c in sp.context_names}
+        lo, hi = sp.bounds(ctx)
+        y = (row[study.outputs].to_numpy(float) - fit["ym"]) / fit["ys"]
+        xo = torch.tensor(np.concatenate([y, [ctx[c] for c in sp.context_names]]),
+                          dtype=torch.float32)
+        torch.manual_seed(int_seed(seed, "npe-draws", study.name, int(row["target_id"])))
+        th = fit["posterior"].sample((n_draws,), x=xo, show_progress_bars=False)
+        lp = fit["posterior"].log_prob(th, x=xo).numpy()
+        xt = row[sp.tunable_names].to_numpy(float)[None, :]
+        ut = unit(sp, xt, lo[None, :], hi[None, :])
+        lpt = fit["posterior"].log_prob(torch.tensor(ut, dtype=torch.float32), x=xo).numpy()
+        u = th.numpy().astype(float)
+        # map to the inputs (integers to their cell) and back, as simcalib's draws are
+        X = sp._map_unit(np.clip(u, 0, 1 - 1e-12), np.broadcast_to(lo, u.shape),
+                         np.broadcast_to(hi, u.shape))
+        U.append(unit(sp, X, np.broadcast_to(lo, u.shape), np.broadcast_to(hi, u.shape)))
+        raw.append(X)
+        R.append(float(np.mean(lp > lpt[0])))
+        utrue.append(ut[0])
+    return U, np.array(utrue), np.array(R), raw
+
+
+# ---- strategies at r runs --------------------------------------------------------------
+
+def strategies(prep: dict[str, Any], cfg: dict[str, Any], name: str, seed: int, r: int,
+               methods: list[str], npe_raw: list[np.ndarray] | None, rescore_k: int
+               ) -> list[dict[str, Any]]:
+    study, mm, tdf = prep["study"], prep["mm"], prep["targets"]
+    solver = solver_options(cfg, name)
+    cal = {**study.cfg["calibration"], "budget": r, "rescore": 0}
+    scale = output_scale(mm)
+    targets = {t.target_id: t for t in read_targets(tdf, study, mm)}
+    rows = []
+    anchors = None
+    for m in methods:
+        if get(m).uses_anchor and anchors is None:
+            anchors = compute_anchors(study, mm, tdf, solver, seed)
+        t0 = time.process_time()
+        rec, _ = calibrate(study, mm, tdf, m, cal, solver, seed,
+                           anchors=anchors if get(m).uses_anchor else None)
+        cpu = (time.process_time() - t0) / max(1, len(rec))
+        for _, rr in rec.iterrows():
+            tid = int(rr["target_id"])
+            x = np.array([rr[f"x_{p}"] for p in study.space.tunable_names])
+            score = (rescore(study, mm, targets[tid], x, rescore_k, seed, scale)
+                     if rescore_k else float(rr["error"]))
+            rows.append({"study": name, "seed": seed, "target_id": tid, "method": m,
+                         "runs": int(rr["runs"]), "error": float(rr["error"]),
+                         "score": score, "cpu_s": cpu})
+        log.info("%s seed %d %s: mean Delta %.4g", name, seed, m,
+                 np.mean([q["score"] for q in rows if q["method"] == m]))
+    if npe_raw is not None:
+        for (tid, t), X in zip(targets.items(), npe_raw, strict=True):
+            pick = rng(seed, "npe-pick", name, tid).choice(len(X), size=r, replace=False)
+            df = pd.DataFrame(X[pick], columns=study.space.tunable_names)
+            for c, v in t.context.items():
+                df[c] = v
+            df = df[study.input_names]
+            df.insert(0, "run_id", np.arange(r, dtype=np.int64))
+            res = simulate_rows(study, df, seed, stream=f"calib:npe:{tid}")
+            Y = res[list(mm.output_names)].to_numpy(float)
+            okm = (res["status"] == "ok").to_numpy()
+            err = np.where(okm, (np.abs(Y - t.z) / scale).sum(axis=1), np.inf)
+            j = int(np.argmin(err))
+            score = (rescore(study, mm, t, X[pick][j], rescore_k, seed, scale)
+                     if rescore_k else float(err[j]))
+            rows.append({"study": name, "seed": seed, "target_id": tid, "method": "npe+r",
+                         "runs": r, "error": float(err[j]), "score": score, "cpu_s": np.nan})
+        log.info("%s seed %d npe+%d: mean Delta %.4g", name, seed, r,
+                 np.mean([q["score"] for q in rows if q["method"] == "npe+r"]))
+    return rows
+
+
+# ---- report ----------------------------------------------------------------------------
+
+def table(cov: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds and inputs: per study, method, level: empirical coverage per
+    input (mean over inputs), worst input, joint, median width."""
+    per = cov[cov["input"] != "joint"].groupby(["study", "method", "nominal"]).agg(
+        empirical_inputs=("empirical", "mean"), worst_input=("empirical", "min"),
+        width=("width", "mean"), targets=("targets", "sum"))
+    joint = cov[cov["input"] == "joint"].groupby(["study", "method", "nominal"]).agg(
+        empirical_joint=("empirical", "mean"))
+    return per.join(joint).reset_index()
+
+
+def figure(cov: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    studies = list(dict.fromkeys(cov["study"]))
+    fig, axes = plt.subplots(1, len(studies), figsize=(4.2 * len(studies), 4), squeeze=False)
+    for ax, s in zip(axes[0], studies, strict=True):
+        sub = cov[cov["study"] == s]
+        for (m, inp), g in sub.groupby(["method", "input"]):
+            g = g.groupby("nominal")["empirical"].mean()
+            joint = inp == "joint"
+            ax.plot(g.index, g.values, "o-" if joint else ".-", lw=2 if joint else 0.6,
+                    alpha=1 if joint else 0.35,
+                    color="#3182bd" if m == "simcalib" else "#e6550d",
+                    label=f"{m} (joint)" if joint else None)
+        ax.plot([0.4, 1], [0.4, 1], "k--", lw=0.8)
+        ax.fill_between([0.4, 1], [0.35, 0.95], [0.45, 1.05], color="0.85", alpha=0.5)
+        ax.set_xlim(0.45, 1)
+        ax.set_ylim(0, 1.02)
+        ax.set_title(s)
+        ax.set_xlabel("nominal")
+        ax.set_ylabel("empirical coverage of the true inputs")
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle("Coverage (thin: per input; thick: joint density rank; band: +-5 pp)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def report() -> None:
+    cov = io.read_csv(OUT / "coverage.csv")
+    t = table(cov)
+    io.write_csv(t, OUT / "coverage_table.csv")
+    print(t.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    figure(cov, OUT / "coverage.png")
+    sp = OUT / "coverage_strategies.csv"
+    if sp.is_file():
+        s = io.read_csv(sp)
+        g = s.groupby(["study", "method"])["score"].agg(["mean", "median", "count"])
+        print(g.to_string(float_format=lambda v: f"{v:.4g}"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--studies", nargs="+", default=list(STUDIES))
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--seed-offset", type=int, default=0)
+    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--targets", type=int, default=60)
+    ap.add_argument("--npe-draws", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--strategy-targets", type=int, default=10,
+                    help="targets (the first ones) that the strategies run on")
+    ap.add_argument("--strategies", nargs="*", default=["adaptive", "posterior"])
+    ap.add_argument("--rescore", type=int, default=5,
+                    help="fresh replicates re-scoring a stochastic study's chosen points")
+    ap.add_argument("--no-npe", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="minutes: n 512, 50 targets, NPE 1,000 draws, no strategies")
+    ap.add_argument("--tag", default="", help="suffix of the output CSVs (parallel parts)")
+    ap.add_argument("--report-only", action="store_true")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if a.report_only:
+        report()
+        return 0
+    if a.quick:
+        a.n, a.targets, a.npe_draws, a.strategies, a.runs = 512, 50, 1000, [], 0
+    try:
+        import sbi  # noqa: F401
+        have_sbi = not a.no_npe
+    except ImportError:
+        have_sbi = False
+        log.warning("sbi is not installed (pip install 'simcalib[sbi]'): NPE is skipped")
+    cfg = load_config(ROOT / "config" / "config.yaml")
+    OUT.mkdir(parents=True, exist_ok=True)
+    cov_rows: list[dict[str, Any]] = []
+    strat_rows: list[dict[str, Any]] = []
+    for name in a.studies:
+        stochastic = name == "epidemic"
+        pcfg = (cfg["studies"][name]["calibration"] or {}).get("posterior") or {}
+        for seed in range(cfg["seed"] + a.seed_offset, cfg["seed"] + a.seed_offset + a.seeds):
+            prep = prepare(cfg, name, seed, a.n, a.targets)
+            names = prep["study"].space.tunable_names
+            U, ut, rank, draws, cpu = simcalib_posterior(prep, pcfg, seed)
+            log.info("%s seed %d simcalib posterior: %d targets in %.1f CPU-s, %d converged",
+                     name, seed, len(U), cpu, int(draws.converged.sum()))
+            cov_rows += [{**q, "cpu_s": cpu} for q in coverage_rows(
+                name, "simcalib", seed, U, ut, names, rank, draws.converged)]
+            raw = None
+            if have_sbi:
+                fit = npe_fit(prep, seed)
+                t0 = time.process_time()
+                Un, utn, rank_n, raw = npe_draws(fit, prep, a.npe_draws, seed)
+                cpu_n = fit["cpu"] + time.process_time() - t0
+                log.info("%s seed %d NPE: trained and sampled in %.1f CPU-s", name, seed,
+                         cpu_n)
+                cov_rows += [{**q, "cpu_s": cpu_n} for q in coverage_rows(
+                    name, "npe", seed, Un, utn, names, rank_n)]
+            io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
+            if a.strategies or raw is not None and a.runs:
+                k = min(a.strategy_targets, len(prep["targets"]))
+                sub = {**prep, "targets": prep["targets"].head(k)}
+                strat_rows += strategies(sub, cfg, name, seed, a.runs, a.strategies,
+                                         raw[:k] if raw is not None else None,
+                                         a.rescore if stochastic else 0)
+                io.write_csv(pd.DataFrame(strat_rows), OUT / f"coverage_strategies{a.tag}.csv")
+    if not a.tag:
+        report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Calibrating the metamodel-error scale kappa on held-out rows (simulation-based).
+
+Why: the held-out residual covariance gets the *size* of the metamodel's error right
+(the Mahalanobis distance of the residual at a target's true inputs follows its
+chi-square on average), but not its *shape*.  A smooth network's error at x looks like
+a small shift of the inputs, S(x) ~ M(x + delta), i.e. it lies along directions the
+inputs can explain; with 9 correlated outputs and 6 inputs the posterior then fits that
+error away and centres on x + delta with a spread far smaller than |delta|.  Measured on
+`epidemic_mean` (1,024 runs, 10 targets): the truth's posterior density sat at the 5 %
+quantile of the draws' (the joint 50 % region covered 0 of 10 truths).
+
+The fix is a coarsened posterior (Miller & Dunson 2019): Sigma_mm -> kappa Sigma_mm,
+kappa chosen by simulation-based calibration on rows the metamodel never trained on
+(its test split).  Each row is a pseudo-target with known inputs; for every kappa of
+a grid all rows are sampled at once and the joint coverage of the truth (the rank of
+its density among the draws, at 50/80/95 %) compared with nominal; the smallest kappa
+with the least total miss wins.  Its table goes into posterior.json.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simcalib.metamodel.posterior.density import TargetSpec
+from simcalib.study.space import Space
+
+log = logging.getLogger(__name__)
+
+#: the kappa grid (powers of 2: the miss is flat on a finer scale at 32 rows)
+KAPPA_GRID = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+LEVELS = (0.5, 0.8, 0.95)
+
+
+def calibrate_kappa(space: Space, mm: Any, rows: pd.DataFrame, cfg: Mapping[str, Any],
+                    seed: int, *keys: Any) -> tuple[float, pd.DataFrame]:
+    """(kappa, table of joint coverage per kappa and level) from held-out ``rows``
+    (input and output columns)."""
+    from simcalib.metamodel.posterior.build import build
+    from simcalib.metamodel.posterior.sampler import sample
+    from simcalib.seeds import rng
+
+    r = rng(seed, "posterior-kappa", *keys)
+    m = min(len(rows), int(cfg["calibration_targets"]))
+    pick = np.sort(r.choice(len(rows), size=m, replace=False))
+    sub = rows.iloc[pick]
+    outs = list(mm.output_names)
+    specs = []
+    P = len(outs)
+    for i, (_, row) in enumerate(sub.iterrows()):
+        ctx = {c: float(row[c]) for c in space.context_names}
+        z = row[outs].to_numpy(dtype=float)
+        x = row[space.tunable_names].to_numpy(dtype=float)
+        for k in KAPPA_GRID:
+            specs.append(TargetSpec(i, ctx, z, np.zeros(P), np.ones(P), False, x, k))
+    # short runs of 2 chains: a rank needs a few hundred roughly independent draws,
+    # not converged diagnostics
+    quick = {**cfg, "chains": 2, "warmup": min(int(cfg["warmup"]), 500),
+             "draws": int(cfg["calibration_draws"]),
+             "max_draws": int(cfg["calibration_draws"])}
+    post = build(space, mm, specs, quick)
+    draws = sample(post, quick, r, label="kappa calibration", warn=False)
+    T = len(specs)
+    tt = np.arange(T)
+    Xt = np.array([s.x_true for s in specs])
+    U = post.to_u(Xt, tt)
+    if post.D > post.d:
+        U = np.hstack([U, np.zeros((T, post.D - post.d))])
+    lp_true = post.logp(U, tt)
+    lp = draws.logp.transpose(2, 0, 1).reshape(T, -1)
+    rank = (lp > lp_true[:, None]).mean(axis=1)
+    kap = np.array([s.kappa for s in specs])
+    rows_out = []
+    for k in KAPPA_GRID:
+        rk = rank[kap == k]
+        for lev in LEVELS:
+            rows_out.append({"kappa": k, "nominal": lev, "empirical": float((rk <= lev).mean()),
+                             "rows": int(m)})
+    table = pd.DataFrame(rows_out)
+    miss = table.assign(miss=(table["empirical"] - table["nominal"]).abs()).groupby(
+        "kappa")["miss"].sum()
+    best = float(miss.index[int(np.argmin(miss.to_numpy()))])   # ties: the smallest
+    log.info("kappa calibration on %d held-out rows: joint coverage miss by kappa %s -> "
+             "kappa = %g", m, {float(k): round(float(v), 3) for k, v in miss.items()}, best)
+    return best, table
