@@ -149,7 +149,7 @@ def simcalib_posterior(prep: dict[str, Any], cfg: dict[str, Any], seed: int
         lp = draws.logp[:, :, t].reshape(-1)
         rank[t] = float(np.mean(lp > lp_true[t]))
     u_true = post.to_u(Xtrue, tt)
-    return U, u_true, rank, draws, draws.cpu_seconds + kcpu
+    return U, u_true, rank, draws, draws.cpu_seconds + kcpu, kappa
 
 
 # ---- sbi NPE --------------------------------------------------------------------------
@@ -233,11 +233,13 @@ def npe_draws(fit: dict[str, Any], prep: dict[str, Any], n_draws: int, seed: int
 # ---- strategies at r runs --------------------------------------------------------------
 
 def strategies(prep: dict[str, Any], cfg: dict[str, Any], name: str, seed: int, r: int,
-               methods: list[str], npe_raw: list[np.ndarray] | None, rescore_k: int
+               methods: list[str], kappa: float, npe_raw: list[np.ndarray] | None, rescore_k: int
                ) -> list[dict[str, Any]]:
     study, mm, tdf = prep["study"], prep["mm"], prep["targets"]
     solver = solver_options(cfg, name)
-    cal = {**study.cfg["calibration"], "budget": r, "rescore": 0}
+    cal = {**study.cfg["calibration"], "budget": r, "rescore": 0,
+           "posterior": {**(study.cfg["calibration"].get("posterior") or {}),
+                         "error_scale": kappa}}
     scale = output_scale(mm)
     targets = {t.target_id: t for t in read_targets(tdf, study, mm)}
     rows = []
@@ -380,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(cfg["seed"] + a.seed_offset, cfg["seed"] + a.seed_offset + a.seeds):
             prep = prepare(cfg, name, seed, a.n, a.targets)
             names = prep["study"].space.tunable_names
-            U, ut, rank, draws, cpu = simcalib_posterior(prep, pcfg, seed)
+            U, ut, rank, draws, cpu, kappa = simcalib_posterior(prep, pcfg, seed)
             log.info("%s seed %d simcalib posterior: %d targets in %.1f CPU-s, %d converged",
                      name, seed, len(U), cpu, int(draws.converged.sum()))
             cov_rows += [{**q, "cpu_s": cpu} for q in coverage_rows(
@@ -399,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             if a.strategies or raw is not None and a.runs:
                 k = min(a.strategy_targets, len(prep["targets"]))
                 sub = {**prep, "targets": prep["targets"].head(k)}
-                strat_rows += strategies(sub, cfg, name, seed, a.runs, a.strategies,
+                strat_rows += strategies(sub, cfg, name, seed, a.runs, a.strategies, kappa,
                                          raw[:k] if raw is not None else None,
                                          a.rescore if stochastic else 0)
                 io.write_csv(pd.DataFrame(strat_rows), OUT / f"coverage_strategies{a.tag}.csv")

@@ -83,6 +83,47 @@ rule cal_run:
         "--output-runs {output.runs} > {log} 2>&1"
 
 
+rule cal_posterior:
+    input:
+        unpack(lambda w: {k: v.format(study=w.study) for k, v in MM_FILES.items()}),
+        targets="results/{study}/targets.csv",
+        dataset="results/{study}/dataset.csv",
+    output:
+        summary=figure(
+            "results/{study}/calibration/posterior/posterior_summary.csv",
+            "cal_posterior",
+            "Posterior",
+            "{study}",
+        ),
+        intervals=figure(
+            "results/{study}/calibration/posterior/intervals.png",
+            "cal_posterior",
+            "Posterior",
+            "{study}",
+        ),
+        meta="results/{study}/calibration/posterior/posterior.json",
+        ppc="results/{study}/calibration/posterior/ppc.csv",
+        targets=directory("results/{study}/calibration/posterior/targets"),
+    log:
+        "results/logs/{study}/cal_posterior.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/cal_posterior.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    params:
+        cfg=posterior_params,
+        seed=config["seed"],
+    shell:
+        "python -m simcalib cal-posterior --study {wildcards.study} --params {params.cfg:q} "
+        "--seed {params.seed} --metamodel results/{wildcards.study}/metamodel "
+        "--targets {input.targets} --dataset {input.dataset} "
+        "--output-dir results/{wildcards.study}/calibration/posterior > {log} 2>&1"
+
+
 rule cal_summary:
     input:
         records=lambda w: [f"results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)],
@@ -214,6 +255,12 @@ rule cal_noise:
         "python -m simcalib cal-noise --records {params.pairs} --output {output.table} "
         "--output-figure {output.figure} > {log} 2>&1"
 
+
+for _s in posterior_studies():
+    ALL_TARGETS += [
+        f"results/{_s}/calibration/posterior/posterior_summary.csv",
+        f"results/{_s}/calibration/posterior/intervals.png",
+    ]
 
 for _s in cal_studies():
     _cal = config["studies"][_s]["calibration"]

@@ -71,6 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--proximity", type=float,
                    help="proximity R (default: calibration.proximity)")
     p.add_argument("--anchors", help="anchors CSV from cal-anchors (else OP is solved)")
+    p.add_argument("--posterior-meta", dest="posterior_meta",
+                   help="posterior.json of cal-posterior: the strategy posterior takes its "
+                   "calibrated error scale kappa from it")
     p.add_argument("--output", required=True, help="per-target records CSV to write")
     p.add_argument("--output-runs", dest="runs",
                    help="run log CSV to write (every simulator run, failed or not)")
@@ -201,6 +204,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if "metamodel" in study.cfg:
         settings["metamodel"] = study.cfg["metamodel"]
     anchors = timing.read_csv(args.anchors, ["target_id"]) if args.anchors else None
+    if getattr(args, "posterior_meta", None):
+        # the error scale kappa cal-posterior calibrated on the held-out rows
+        kappa = float(io.read_json(args.posterior_meta)["kappa"])
+        settings["posterior"] = {**(settings.get("posterior") or {}), "error_scale": kappa}
     _warn_metamodel(mm)
     t0 = time.perf_counter()
     rec, runs = calibrate(study, mm, targets, args.strategy, settings, _solver(args),

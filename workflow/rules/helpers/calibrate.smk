@@ -85,11 +85,16 @@ def cal_inputs(wildcards):
     d["targets"] = f"results/{wildcards.study}/{tset}.csv"
     if STRATEGIES[wildcards.strategy].uses_anchor:
         d["anchors"] = f"results/{wildcards.study}/{caldir_of(tset)}/anchors.csv"
+    if wildcards.strategy == "posterior":
+        # the error scale kappa calibrated once per study by cal_posterior
+        d["posterior"] = f"results/{wildcards.study}/calibration/posterior/posterior.json"
     return d
 
 
 def cal_extra_args(wildcards, input):
     args = f"--anchors {input.anchors}" if hasattr(input, "anchors") else ""
+    if hasattr(input, "posterior"):
+        args += f" --posterior-meta {input.posterior}"
     prox = caldir_proximity(wildcards.caldir)
     return args + (f" --proximity {prox}" if prox is not None else "")
 
@@ -125,3 +130,15 @@ def noise_level(study):
 def noise_pairs(study):
     names = [study] + list(config["studies"][study]["calibration"]["noise_studies"])
     return {f"{s}:{noise_level(s):g}": f"results/{s}/calibration/pts.csv" for s in names}
+
+
+def posterior_studies():
+    return [s for s in cal_studies() if config["studies"][s]["calibration"]["posterior"]["enabled"]]
+
+
+def posterior_params(wildcards):
+    """Study keys + the calibration.posterior section (nothing else reruns it)."""
+    cfg = config["studies"][wildcards.study]
+    out = {k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg}
+    out["calibration"] = {"posterior": cfg["calibration"]["posterior"]}
+    return as_json(out)

@@ -5,7 +5,9 @@ The posterior (:mod:`simcalib.metamodel.posterior`) spreads the r runs where the
 metamodel *and its own error* say the calibrated inputs may lie, instead of a box of
 fixed size around one OP point (PtS): a well-identified input gets a narrow spread,
 an unidentified one its whole range.  A target's ``sd_``/``weight_`` columns enter as
-an observation sd d_j / w_j (the same term as Delta's w_j |.| / d_j).
+an observation sd d_j / w_j (the same term as Delta's w_j |.| / d_j).  The error
+scale kappa is ``posterior.error_scale``; in the workflow the job gets the one
+cal-posterior calibrated for the study (``--posterior-meta``).
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ def posterior_draws(p: TargetRun, n: int) -> tuple[np.ndarray, Any]:
     """``n`` distinct posterior draws of ``p``'s target (fewer distinct ones are
     repeated) and the draws object (for diagnostics)."""
     from simcalib.metamodel.posterior import TargetSpec, run, settings
+    from simcalib.metamodel.posterior.build import error_scale
 
+    # one block of draws: r <= a few hundred picks need no more, and a strategy's
+    # answer is judged by its runs, not by the chains (their diagnostics go to history)
     cfg = settings(p.settings.get("posterior"))
+    cfg["max_draws"] = cfg["draws"]
     base = np.asarray(p.mm.y_std, dtype=float)
     w = p.target.weight
     observed = p.target.x_true is None
@@ -33,8 +39,9 @@ def posterior_draws(p: TargetRun, n: int) -> tuple[np.ndarray, Any]:
     weight = np.ones(len(base)) if w is None else (w > 0).astype(float)
     infer = w is None and (cfg["obs_noise"] == "infer"
                            or (cfg["obs_noise"] == "auto" and observed))
+    kappa, _ = error_scale(p.space, p.mm, cfg, p.seed, None)
     spec = TargetSpec(p.target.target_id, dict(p.target.context), p.target.z, obs_var,
-                      weight, bool(infer))
+                      weight, bool(infer), kappa=kappa)
     draws = run(p.space, p.mm, [spec], cfg, p.seed, "strategy", p.study.name,
                 p.target.target_id)
     X = draws.flat(0)
