@@ -84,7 +84,7 @@ def run_study(study: Any, mm: Any, targets: pd.DataFrame, cfg: Mapping[str, Any]
         "seconds": round(draws.seconds, 3),
         "sigma_source": str(getattr(model, "source", type(model).__name__)),
         "kappa": kappa, "kappa_calibrated": ktable is not None,
-        "kappa_cpu_seconds": round(kappa_cpu, 3),
+        "kappa_cost": {"cpu_seconds": round(kappa_cpu, 3)},   # -> posterior_timing.json
         "metamodel_ok": bool(verdict.ok),
         "inferred_scale_targets": int(sum(s.infer_scale for s in specs)),
         "unidentified": table.loc[~table["identified"].astype(bool), ["target_id", "input"]]

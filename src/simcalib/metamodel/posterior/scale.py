@@ -40,7 +40,8 @@ def calibrate_kappa(space: Space, mm: Any, rows: pd.DataFrame, cfg: Mapping[str,
                     seed: int, *keys: Any) -> tuple[float, pd.DataFrame]:
     """(kappa, table of joint coverage per kappa and level) from held-out ``rows``
     (input and output columns)."""
-    from simcalib.metamodel.posterior.build import build
+    from simcalib.metamodel.posterior.density import Posterior
+    from simcalib.metamodel.posterior.noise import error_model
     from simcalib.metamodel.posterior.sampler import sample
     from simcalib.seeds import rng
 
@@ -62,7 +63,9 @@ def calibrate_kappa(space: Space, mm: Any, rows: pd.DataFrame, cfg: Mapping[str,
     quick = {**cfg, "chains": 2, "warmup": min(int(cfg["warmup"]), 500),
              "draws": int(cfg["calibration_draws"]),
              "max_draws": int(cfg["calibration_draws"])}
-    post = build(space, mm, specs, quick)
+    scale = np.asarray(mm.y_std, dtype=float)
+    post = Posterior(space, error_model(mm), specs, np.where(scale > 0, scale, 1.0),
+                     float(quick["noise_scale"]), float(quick["error_dof"]))
     draws = sample(post, quick, r, label="kappa calibration", warn=False)
     T = len(specs)
     tt = np.arange(T)

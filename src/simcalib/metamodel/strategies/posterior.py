@@ -52,7 +52,7 @@ def posterior_draws(p: TargetRun, n: int) -> tuple[np.ndarray, Any]:
     return pool[r.choice(len(pool), size=n, replace=len(pool) < n)], draws
 
 
-@strategy("posterior", label="Posterior", order=55, reads=("budget", "posterior"),
+@strategy("posterior", label="Posterior", order=70, reads=("budget", "posterior"),
           study_keys=(), default=False)
 def strategy_posterior(p: TargetRun) -> dict[str, Any]:
     """r posterior draws simulated; the best by actual error."""
