@@ -173,6 +173,7 @@ def npe_fit(prep: dict[str, Any], seed: int) -> Any:
     C = design[sp.context_names].to_numpy(float)
     xv = np.hstack([(Y - ym) / ys, C])
     torch.manual_seed(int_seed(seed, "npe", study.name))
+    torch.set_num_threads(1)   # a shared 2-core machine: more threads only contend
     prior = BoxUniform(torch.zeros(th.shape[1]), torch.ones(th.shape[1]))
     inf = NPE(prior=prior, show_progress_bars=False)
     t0 = time.process_time()
@@ -180,6 +181,8 @@ def npe_fit(prep: dict[str, Any], seed: int) -> Any:
                            torch.tensor(xv, dtype=torch.float32))
     est = inf.train(show_train_summary=False)
     cpu = time.process_time() - t0
+    epochs = (getattr(inf, "_summary", {}) or {}).get("epochs_trained") or [-1]
+    log.info("%s NPE: trained in %.0f CPU-s (%s epochs)", study.name, cpu, epochs[-1])
     return {"posterior": inf.build_posterior(est), "ym": ym, "ys": ys, "cpu": cpu}
 
 
@@ -215,10 +218,12 @@ def npe_draws(fit: dict[str, Any], prep: dict[str, Any], n_draws: int, seed: int
                           dtype=torch.float32)
         torch.manual_seed(int_seed(seed, "npe-draws", study.name, int(row["target_id"])))
         th = fit["posterior"].sample((n_draws,), x=xo, show_progress_bars=False)
-        lp = fit["posterior"].log_prob(th, x=xo).numpy()
+        # unnormalised (no leakage correction): ranks compare densities at one x only
+        lp = fit["posterior"].log_prob(th, x=xo, norm_posterior=False).numpy()
         xt = row[sp.tunable_names].to_numpy(float)[None, :]
         ut = unit(sp, xt, lo[None, :], hi[None, :])
-        lpt = fit["posterior"].log_prob(torch.tensor(ut, dtype=torch.float32), x=xo).numpy()
+        lpt = fit["posterior"].log_prob(torch.tensor(ut, dtype=torch.float32), x=xo,
+                                        norm_posterior=False).numpy()
         u = th.numpy().astype(float)
         # map to the inputs (integers to their cell) and back, as simcalib's draws are
         X = sp._map_unit(np.clip(u, 0, 1 - 1e-12), np.broadcast_to(lo, u.shape),
@@ -231,6 +236,52 @@ def npe_draws(fit: dict[str, Any], prep: dict[str, Any], n_draws: int, seed: int
 
 
 # ---- strategies at r runs --------------------------------------------------------------
+
+def adaptive_posterior(p: Any) -> dict[str, Any]:
+    """The experiment "let adaptive place its trust region with the posterior": round 0
+    is the OP point plus posterior draws (instead of uniform runs in the box around
+    OP); the rounds after it are adaptive's, from the best run so far.  Registered
+    here only (not in the library) until it is shown to help."""
+    from simcalib.metamodel.strategies import adaptive as ad
+    from simcalib.metamodel.strategies.ledger import choose
+    from simcalib.metamodel.strategies.posterior import posterior_draws
+
+    a = p.settings["adaptive"]
+    sizes = ad.round_sizes(p.budget, int(a["rounds"]), min_size=2)
+    radius = float(p.proximity)
+    op0 = p.full_op()
+    draws, _ = posterior_draws(p, sizes[0] - 1)
+    p.simulate(np.vstack([op0[None, :], draws]), "round0")
+    best = p.best_run()
+    best_err = best["error"] if best is not None else np.inf
+    anchor = best["x"] if best is not None else op0
+    shift = ad._local_offset(p, anchor, p.mm, int(a["neighbours"]))
+    for k, n_k in enumerate(sizes[1:], start=1):
+        box = p.box(anchor, radius)
+        x_op = p.op(box, f"adaptive{k}", shift=shift)
+        p.simulate(np.vstack([x_op[None, :], p.sample(n_k - 1, box)]), f"round{k}")
+        best = p.best_run()
+        improved = best is not None and best["error"] < best_err - 1e-12
+        if best is not None:
+            if improved and ad.at_region_edge(best["x"], box, p.bounds()):
+                radius = min(1.0, radius * float(a["grow"]))
+            elif not improved:
+                radius = max(float(a["min_proximity"]), radius * float(a["shrink"]))
+            best_err = min(best_err, best["error"])
+            anchor = best["x"]
+            shift = ad._local_offset(p, anchor, p.mm, int(a["neighbours"]))
+    x, e, status = choose(p, op0)
+    return {"x": x, "error": e, "status": status, "anchor": op0, "anchor_kind": "op"}
+
+
+def register_experiments() -> None:
+    from simcalib.metamodel.strategies.registry import registry, strategy
+
+    if "adaptive_post" not in registry():
+        strategy("adaptive_post", label="Adaptive (posterior start)", order=75, min_budget=2,
+                 reads=("budget", "proximity", "adaptive", "posterior"), uses_anchor=True,
+                 default=False)(adaptive_posterior)
+
 
 def strategies(prep: dict[str, Any], cfg: dict[str, Any], name: str, seed: int, r: int,
                methods: list[str], kappa: float, npe_raw: list[np.ndarray] | None, rescore_k: int
@@ -355,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", type=int, default=5,
                     help="fresh replicates re-scoring a stochastic study's chosen points")
     ap.add_argument("--no-npe", action="store_true")
+    ap.add_argument("--no-coverage", action="store_true",
+                    help="strategies only (kappa is still calibrated)")
     ap.add_argument("--quick", action="store_true",
                     help="minutes: n 512, 50 targets, NPE 1,000 draws, no strategies")
     ap.add_argument("--tag", default="", help="suffix of the output CSVs (parallel parts)")
@@ -373,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         have_sbi = False
         log.warning("sbi is not installed (pip install 'simcalib[sbi]'): NPE is skipped")
     cfg = load_config(ROOT / "config" / "config.yaml")
+    register_experiments()
     OUT.mkdir(parents=True, exist_ok=True)
     cov_rows: list[dict[str, Any]] = []
     strat_rows: list[dict[str, Any]] = []
@@ -382,11 +436,15 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(cfg["seed"] + a.seed_offset, cfg["seed"] + a.seed_offset + a.seeds):
             prep = prepare(cfg, name, seed, a.n, a.targets)
             names = prep["study"].space.tunable_names
-            U, ut, rank, draws, cpu, kappa = simcalib_posterior(prep, pcfg, seed)
-            log.info("%s seed %d simcalib posterior: %d targets in %.1f CPU-s, %d converged",
-                     name, seed, len(U), cpu, int(draws.converged.sum()))
-            cov_rows += [{**q, "cpu_s": cpu} for q in coverage_rows(
-                name, "simcalib", seed, U, ut, names, rank, draws.converged)]
+            if a.no_coverage:   # strategies only: kappa is all they need
+                kappa, _ = error_scale(prep["study"].space, prep["mm"], settings(pcfg), seed,
+                                       prep["design"], name)
+            else:
+                U, ut, rank, draws, cpu, kappa = simcalib_posterior(prep, pcfg, seed)
+                log.info("%s seed %d simcalib posterior: %d targets in %.1f CPU-s, %d "
+                         "converged", name, seed, len(U), cpu, int(draws.converged.sum()))
+                cov_rows += [{**q, "cpu_s": cpu} for q in coverage_rows(
+                    name, "simcalib", seed, U, ut, names, rank, draws.converged)]
             raw = None
             if have_sbi:
                 fit = npe_fit(prep, seed)
@@ -395,9 +453,11 @@ def main(argv: list[str] | None = None) -> int:
                 cpu_n = fit["cpu"] + time.process_time() - t0
                 log.info("%s seed %d NPE: trained and sampled in %.1f CPU-s", name, seed,
                          cpu_n)
-                cov_rows += [{**q, "cpu_s": cpu_n} for q in coverage_rows(
-                    name, "npe", seed, Un, utn, names, rank_n)]
-            io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
+                if not a.no_coverage:
+                    cov_rows += [{**q, "cpu_s": cpu_n} for q in coverage_rows(
+                        name, "npe", seed, Un, utn, names, rank_n)]
+            if cov_rows:
+                io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
             if a.strategies or raw is not None and a.runs:
                 k = min(a.strategy_targets, len(prep["targets"]))
                 sub = {**prep, "targets": prep["targets"].head(k)}
