@@ -102,7 +102,8 @@ def error_scale(space: Space, mm: Any, cfg: Mapping[str, Any], seed: int,
 
 
 def run(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, Any],
-        seed: int, *keys: Any, model: ErrorModel | None = None) -> Draws:
+        seed: int, *keys: Any, model: ErrorModel | None = None, warn: bool = True) -> Draws:
     """Sample the posteriors of ``specs`` (seeded from ``seed`` and ``keys``)."""
     post = build(space, mm, specs, cfg, model)
-    return sample(post, cfg, rng(seed, "posterior", *keys), label=f"posterior {keys}")
+    return sample(post, cfg, rng(seed, "posterior", *keys), label=f"posterior {keys}",
+                  warn=warn)

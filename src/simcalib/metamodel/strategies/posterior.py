@@ -43,7 +43,7 @@ def posterior_draws(p: TargetRun, n: int) -> tuple[np.ndarray, Any]:
     spec = TargetSpec(p.target.target_id, dict(p.target.context), p.target.z, obs_var,
                       weight, bool(infer), kappa=kappa)
     draws = run(p.space, p.mm, [spec], cfg, p.seed, "strategy", p.study.name,
-                p.target.target_id)
+                p.target.target_id, warn=False)   # diagnostics go to the record's history
     X = draws.flat(0)
     uniq = np.unique(X, axis=0)
     r = np.random.default_rng(int_seed(p.seed, "posterior-pick", p.study.name,
