@@ -175,7 +175,11 @@ def npe_fit(prep: dict[str, Any], seed: int) -> Any:
     torch.manual_seed(int_seed(seed, "npe", study.name))
     torch.set_num_threads(1)   # a shared 2-core machine: more threads only contend
     prior = BoxUniform(torch.zeros(th.shape[1]), torch.ones(th.shape[1]))
-    inf = NPE(prior=prior, show_progress_bars=False)
+    from torch.utils.tensorboard import SummaryWriter
+
+    # sbi's training logs go under results/ (git-ignored), not into the working directory
+    writer = SummaryWriter(log_dir=str(OUT / "sbi-logs" / f"{study.name}_{seed}"))
+    inf = NPE(prior=prior, show_progress_bars=False, summary_writer=writer)
     t0 = time.process_time()
     inf.append_simulations(torch.tensor(th, dtype=torch.float32),
                            torch.tensor(xv, dtype=torch.float32))
