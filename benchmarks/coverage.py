@@ -345,9 +345,9 @@ def table(cov: pd.DataFrame) -> pd.DataFrame:
     input (mean over inputs), worst input, joint, median width."""
     per = cov[cov["input"] != "joint"].groupby(["study", "method", "nominal"]).agg(
         empirical_inputs=("empirical", "mean"), worst_input=("empirical", "min"),
-        width=("width", "mean"), targets=("targets", "sum"))
+        width=("width", "mean"))
     joint = cov[cov["input"] == "joint"].groupby(["study", "method", "nominal"]).agg(
-        empirical_joint=("empirical", "mean"))
+        empirical_joint=("empirical", "mean"), targets=("targets", "sum"))
     return per.join(joint).reset_index()
 
 
@@ -382,6 +382,18 @@ def figure(cov: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def merge(tags: list[str], strategy_tags: list[str]) -> None:
+    """coverage.csv and coverage_strategies.csv from the parts of parallel processes
+    (``--tag``)."""
+    if tags:
+        io.write_csv(pd.concat([io.read_csv(OUT / f"coverage{t}.csv") for t in tags],
+                               ignore_index=True), OUT / "coverage.csv")
+    if strategy_tags:
+        io.write_csv(pd.concat([io.read_csv(OUT / f"coverage_strategies{t}.csv")
+                                for t in strategy_tags], ignore_index=True),
+                     OUT / "coverage_strategies.csv")
+
+
 def report() -> None:
     cov = io.read_csv(OUT / "coverage.csv")
     t = table(cov)
@@ -392,6 +404,18 @@ def report() -> None:
     if sp.is_file():
         s = io.read_csv(sp)
         g = s.groupby(["study", "method"])["score"].agg(["mean", "median", "count"])
+        # paired ratio to NPE + r over the same targets: mean Delta(npe+r) / mean Delta(m)
+        piv = s.pivot_table(index=["study", "seed", "target_id"], columns="method",
+                            values="score")
+        if "npe+r" in piv:
+            for m in [c for c in piv.columns if c != "npe+r"]:
+                for study, sub in piv.groupby(level="study"):
+                    ok = sub[[m, "npe+r"]].dropna()
+                    if len(ok):
+                        g.loc[(study, m), "npe_over_method"] = (ok["npe+r"].mean()
+                                                                / ok[m].mean())
+                        g.loc[(study, m), "wins_vs_npe"] = float((ok[m] < ok["npe+r"]).mean())
+        io.write_csv(g.reset_index(), OUT / "coverage_strategies_table.csv")
         print(g.to_string(float_format=lambda v: f"{v:.4g}"))
 
 
@@ -416,9 +440,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="minutes: n 512, 50 targets, NPE 1,000 draws, no strategies")
     ap.add_argument("--tag", default="", help="suffix of the output CSVs (parallel parts)")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--from-tags", nargs="*", default=[],
+                    help="with --report-only: merge coverage<TAG>.csv parts first")
+    ap.add_argument("--strategy-tags", nargs="*", default=[],
+                    help="with --report-only: merge coverage_strategies<TAG>.csv parts")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if a.report_only:
+        merge(a.from_tags, a.strategy_tags)
         report()
         return 0
     if a.quick:
