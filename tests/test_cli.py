@@ -31,6 +31,7 @@ OUTPUTS: dict[str, set[str]] = {
     "mm-optimize": {"--output"},
     "cal-anchors": {"--output"},
     "cal-run": {"--output", "--output-runs"},
+    "cal-posterior": {"--output-dir"},
     "cal-summary": {"--output", "--output-figure", "--output-figure-rs-op"},
     "cal-sweep": {"--output", "--output-figure"},
     "cal-contexts": {"--output", "--output-figure"},

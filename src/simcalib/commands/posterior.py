@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "its held-out rows calibrate the error scale kappa "
                    "(calibration.posterior.error_scale: calibrate)")
     p.add_argument("--output-dir", dest="output_dir", required=True,
-                   help="directory to fill (results/<study>/calibration/posterior)")
+                   help="directory to write (results/<study>/calibration/posterior)")
     p.set_defaults(func=cmd_posterior)
 
 
