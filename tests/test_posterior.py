@@ -197,3 +197,25 @@ def test_pipeline_writes_everything_and_flags(tmp_path):
     assert len(ppc) == 2 and meta["ppc"]["runs"] == 6
     assert meta["ppc"]["nominal_coverage"] == pytest.approx(0.5)
     assert meta["kappa"] == 2.0 and not meta["kappa_calibrated"]
+
+
+def test_a_per_point_error_covariance_plugs_in():
+    """An ensemble's spread varies with x: ``cov(X)`` may return (n, P, P), and the
+    likelihood is then the Gaussian with that point's covariance."""
+
+    class Spread(LinearModel):
+        def cov(self, X):
+            v = (0.1 + 0.05 * np.abs(X[:, 0]))[:, None, None] ** 2
+            return v * np.eye(3)[None]
+
+    model = Spread()
+    spec = TargetSpec(0, {}, np.array([1.0, -2.0, 0.5]), np.zeros(3), np.ones(3))
+    cfg = {**CFG, "error_scale": 1.0}
+    post = build(_space(), model, [spec], cfg, model=model)
+    X = np.array([[0.5, -2.0, 3.0], [4.0, 1.0, -3.0]])
+    ll = post.loglik(X, np.zeros(2, dtype=int))
+    sd = 0.1 + 0.05 * np.abs(X[:, 0])
+    r = spec.z - X @ A.T
+    exact = (-0.5 * (r ** 2).sum(axis=1) / sd ** 2 - 3 * np.log(sd)
+             - 1.5 * np.log(2 * np.pi))
+    np.testing.assert_allclose(ll, exact, rtol=1e-10)
