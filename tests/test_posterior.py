@@ -219,3 +219,27 @@ def test_a_per_point_error_covariance_plugs_in():
     exact = (-0.5 * (r ** 2).sum(axis=1) / sd ** 2 - 3 * np.log(sd)
              - 1.5 * np.log(2 * np.pi))
     np.testing.assert_allclose(ll, exact, rtol=1e-10)
+
+
+def test_observed_target_without_sd_infers_the_observation_scale():
+    """No true inputs and no sd_ columns: tau is sampled (a 'tau' row); a target with
+    sd_ columns uses them and infers nothing."""
+    from simcalib.metamodel.posterior.build import target_specs
+
+    space = _space()
+    df = pd.DataFrame({"target_id": [0, 1], "y1": [1.0, 1.0], "y2": [-2.0, -2.0],
+                       "y3": [0.5, 0.5]})
+    specs = target_specs(df, space, ["y1", "y2", "y3"], "auto")
+    assert [s.infer_scale for s in specs] == [True, True]
+    with_sd = df.assign(sd_y1=0.2, sd_y2=0.2, sd_y3=0.2)
+    specs_sd = target_specs(with_sd, space, ["y1", "y2", "y3"], "auto")
+    assert not any(s.infer_scale for s in specs_sd)
+    assert np.allclose(specs_sd[0].obs_var, 0.04)
+    cfg = {**CFG, "error_scale": 1.0, "max_draws": 1500}
+    model = LinearModel()
+    d = sample(build(space, model, specs[:1], cfg, model=model), cfg,
+               np.random.default_rng(9))
+    tau = d.tau[:, :, 0].reshape(-1)
+    assert np.all(tau > 0) and d.post.D == 4
+    # a residual of ~sigma leaves tau near its prior (half-normal 0.1): not pushed up
+    assert np.median(tau) < 0.3
