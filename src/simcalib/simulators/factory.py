@@ -19,6 +19,7 @@ from simcalib.simulators import (  # noqa: F401  (importing them registers the b
     rosenbrock,
 )
 from simcalib.simulators.base import REGISTRY, Simulator
+from simcalib.simulators.failregion import FailRegion, read_fail_region
 from simcalib.simulators.layer import SharedLayer, check_layer, inner_outputs, read_layer_spec
 
 
@@ -40,6 +41,10 @@ def build_simulator(study: Mapping[str, Any], key: str = "study") -> Simulator:
     if replicates > 1 or derived:
         check_layer(sim, replicates, derived, f"{key}.simulator")
         sim = SharedLayer(sim, replicates, derived, f"{key}.simulator")
+    names = [*(study.get("parameters") or {}), *(study.get("contexts") or {})]
+    boxes = read_fail_region(spec.get("fail_region"), names, f"{key}.simulator.fail_region")
+    if boxes:  # a failure region on purpose (tests, benchmarks): docs/strategies.md
+        sim = FailRegion(sim, boxes)
     declared = study.get("outputs")
     if declared:
         missing = [o for o in declared if o not in sim.outputs]
