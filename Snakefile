@@ -43,6 +43,19 @@ include: "workflow/rules/multisource.smk"
 include: "workflow/rules/report.smk"
 
 
+# At the end of every run, success or failure: what may be wrong, and where to look.
+onstart:
+    run_started()
+
+
+onsuccess:
+    print_run_summary(failed=False)
+
+
+onerror:
+    print_run_summary(failed=True)
+
+
 rule all:
     default_target: True
     input:

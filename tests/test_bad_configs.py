@@ -277,6 +277,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     # ---- report
     ("report-unknown", {"report.title": "x"}, "report.title"),  # new
     ("report-type", {"report": "yes"}, "report"),
+    ("report-share", {"report.flag_failed_share": 1.5}, "report.flag_failed_share"),
 ]
 
 # Cases only raw YAML text can express: (id, text, key path).
@@ -310,7 +311,7 @@ def _patched(patch: dict[str, Any]) -> dict[str, Any]:
 def test_base_config_is_valid() -> None:
     """The table means something only if the unpatched config passes."""
     cfg = validate_config(copy.deepcopy(BASE))
-    assert cfg["max_runs"] == 1_000_000 and cfg["report"] == {}
+    assert cfg["max_runs"] == 1_000_000 and cfg["report"] == {"flag_failed_share": 0.1}
 
 
 def test_the_table_is_big_enough() -> None:

@@ -54,7 +54,7 @@ def study_from_args(args: argparse.Namespace) -> Any:
         from simcalib.study.model import build_study
 
         return build_study(load_config(args.config), args.study)
-    return Study(args.study, load_params(args.params))
+    return Study(args.study, load_params(args.params), partial=True)
 
 
 def seed_from_args(args: argparse.Namespace) -> int:

@@ -150,7 +150,7 @@ def _study(args: argparse.Namespace):
 
     if getattr(args, "config", None):
         return study_from_args(args)
-    return Study(args.study, load_params(args.params))
+    return Study(args.study, load_params(args.params), partial=True)
 
 
 def _load(args: argparse.Namespace):

@@ -112,6 +112,22 @@ def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index,
     return out
 
 
+def seed_bits_option(options: Mapping[str, Any], key: str, default: int) -> int:
+    """The ``seed_bits`` option (1-63): a program that reads its seed into a 32-bit
+    integer needs ``seed_bits: 31``; validated here for every simulator type."""
+    bits = options.get("seed_bits", default)
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 63:
+        raise ConfigError(f"{key}.seed_bits", f"must be an integer from 1 to 63 (seeds are then "
+                          f"in [0, 2^seed_bits - 1]), got {bits!r}")
+    return bits
+
+
+def mask_seeds(seeds: Any, bits: int) -> np.ndarray:
+    """The low ``bits`` bits of each seed (63: the seeds as they are)."""
+    arr = np.asarray(seeds, dtype=np.int64)
+    return arr if bits >= 63 else arr & np.int64((1 << bits) - 1)
+
+
 def check_options(options: Mapping[str, Any], allowed: Mapping[str, Any], key: str) -> None:
     """Reject unknown option keys, naming the key path and the allowed keys."""
     import difflib

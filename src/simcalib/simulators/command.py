@@ -72,16 +72,19 @@ from simcalib.simulators.base import (
     finalize,
 )
 from simcalib.simulators.command_parse import (  # noqa: F401  (re-exported)
+    KEYVALUE_SEPARATOR,
     PARSE_FUNCS,
     MissingKeyError,
     OutputParseError,
     Template,
     _clean,
     _nearest,
+    describe_output,
     extract,
     parse_csv,
     parse_json,
     parse_keyvalue,
+    parse_output,
 )
 from simcalib.simulators.scratch import LinkStage, Watchdog, inside, trap_sigterm
 
@@ -271,6 +274,7 @@ class CommandSimulator:
     file_keys: dict[str, str]  # output name -> key in the output file
     parser: str = "keyvalue"
     output_file: Template | None = None  # None: parse stdout
+    key_separator: str = KEYVALUE_SEPARATOR  # keyvalue: what splits key from value
     input_name: Template | None = None
     input_format: str | None = None
     input_template: Template | None = None
@@ -395,11 +399,28 @@ class CommandSimulator:
                     f"has no entry for output '{output}', so it is read from key '{output}'")
             did = f" (did you mean '{exc.hint}'?)" if exc.hint else ""
             shown = exc.available[:40] + (["..."] if len(exc.available) > 40 else [])
+            keys = f"the file's keys: {shown}" if shown else "the parser found no key in it"
+            context = getattr(exc, "context", "")
             raise ConfigError(where, f"the probe run's output file has no such key: "
-                              f"output_map {what}{did}; the file's keys: {shown}")
+                              f"output_map {what}{did}; {keys}"
+                              + (f"; {context}" if context else ""))
         res = pd.DataFrame([{k: v for k, v in result.items() if not k.startswith("_")}],
                            index=inputs.index[:1])
         return finalize(res, self.outputs, inputs.index[:1], self.key)
+
+    def program_files(self) -> list[Path]:
+        """The files a run reads that the config does not hold: the program and
+        script arguments named literally in ``command``, and ``link_files``.  The
+        chunk journal's fingerprint hashes them, so a fixed program reruns."""
+        out: list[Path] = []
+        for t in self.argv:
+            if t.names:
+                continue
+            p = Path(t.text)
+            p = p if p.is_absolute() else self.root / p
+            if p.is_file():
+                out.append(p)
+        return out + list(self.link_files.values())
 
     def _trap_sigterm(self) -> Any:
         return trap_sigterm()
@@ -538,16 +559,20 @@ class CommandSimulator:
             return fail(STATUS_MISSING, f"output file {out_name!r} not written"
                         f"{_dir_listing(scratch, out_name)}")
         vals: dict[str, float] = {}
+        text = ""
         try:
             text = out_path.read_text(errors="replace")
-            data = PARSE_FUNCS[self.parser](text)
+            data = parse_output(text, self.parser, self.key_separator)
             for o in self.outputs:
                 vals[o] = extract(data, self.file_keys[o])
         except MissingKeyError as exc:
             missing = next(o for o in self.outputs if o not in vals)
-            return {**fail(STATUS_PARSE, f"{out_name}: {exc}"), "_missing": (missing, exc)}
+            exc.context = describe_output(text, self.parser, self.key_separator)
+            return {**fail(STATUS_PARSE, f"{out_name}: {exc}; {exc.context}"),
+                    "_missing": (missing, exc)}
         except OutputParseError as exc:
-            return fail(STATUS_PARSE, f"{out_name}: {exc}")
+            return fail(STATUS_PARSE, f"{out_name}: {exc}; "
+                        f"{describe_output(text, self.parser, self.key_separator)}")
         bad = [o for o, v in vals.items() if not math.isfinite(v)]
         if bad:
             return {**vals, **fail(STATUS_NAN, f"non-finite output(s): {bad}")}

@@ -27,7 +27,7 @@ from simcalib.simulators.command import (
     STDOUT,
     CommandSimulator,
 )
-from simcalib.simulators.command_parse import Template
+from simcalib.simulators.command_parse import KEYVALUE_SEPARATOR, WHITESPACE, Template
 from simcalib.simulators.scratch import check_name
 
 
@@ -130,6 +130,36 @@ def _bool(options: Mapping[str, Any], name: str, default: bool, key: str) -> boo
     return v
 
 
+def _parser(spec: Any, key: str) -> tuple[str, str]:
+    """``parser: keyvalue`` or ``parser: {type: keyvalue, separator: "="}`` -> (type,
+    key separator).  The separator is ``:`` (the default), ``=``, ``whitespace`` or any
+    other short string that splits a line's key from its value."""
+    if isinstance(spec, str):
+        if spec not in PARSERS:
+            raise ConfigError(key, f"{spec!r} is not one of {list(PARSERS)}")
+        return spec, KEYVALUE_SEPARATOR
+    if not isinstance(spec, Mapping):
+        raise ConfigError(key, f"a parser name {list(PARSERS)} or a mapping "
+                          "{type: keyvalue, separator: '='}")
+    check_options(spec, {"type": None, "separator": KEYVALUE_SEPARATOR}, key)
+    kind = spec.get("type")
+    if kind not in PARSERS:
+        raise ConfigError(f"{key}.type", f"{kind!r} is not one of {list(PARSERS)}")
+    if "separator" not in spec:
+        return kind, KEYVALUE_SEPARATOR
+    sep = spec["separator"]
+    if kind != "keyvalue":
+        raise ConfigError(f"{key}.separator", f"only the keyvalue parser takes a separator, "
+                          f"not {kind!r}")
+    if sep == " ":
+        sep = WHITESPACE
+    if not isinstance(sep, str) or not sep or sep != sep.strip() and sep != WHITESPACE \
+            or "\n" in sep or len(sep) > 8:
+        raise ConfigError(f"{key}.separator", f"must be ':', '=', 'whitespace' or another "
+                          f"short string without blanks, got {sep!r}")
+    return kind, sep
+
+
 @register("command")
 def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> CommandSimulator:
     """Validate ``options`` (see ``docs/command.md``) and build the simulator."""
@@ -178,9 +208,7 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
         seen[oname] = str(fkey)
         file_keys[oname] = str(fkey)
 
-    parser = options.get("parser", ALLOWED["parser"])
-    if parser not in PARSERS:
-        raise ConfigError(f"{key}.parser", f"{parser!r} is not one of {list(PARSERS)}")
+    parser, key_sep = _parser(options.get("parser", ALLOWED["parser"]), f"{key}.parser")
     out_file = options.get("output_file")
     if not isinstance(out_file, str) or not out_file:
         raise ConfigError(f"{key}.output_file", "required: the file the program writes its "
@@ -271,6 +299,7 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
 
     sim = CommandSimulator(
         argv=argv, outputs=outputs, file_keys=file_keys, parser=parser, output_file=out_tpl,
+        key_separator=key_sep,
         input_name=in_name, input_format=in_format, input_template=in_tpl, input_extra=extra,
         separator=separator, input_names=input_names, integer_names=integer_names,
         timeout=float(timeout), env=env, keep_failed=_bool(options, "keep_failed", False, key),

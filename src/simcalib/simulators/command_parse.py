@@ -90,9 +90,11 @@ class MissingKeyError(OutputParseError):
 
     def __init__(self, key: str, available: list[str], hint: str | None) -> None:
         self.key, self.available, self.hint = key, available, hint
+        self.context = ""  # the file's first lines and the expected pattern, when known
         shown = available[:12] + (["..."] if len(available) > 12 else [])
         did = f" (did you mean '{hint}'?)" if hint else ""
-        super().__init__(f"key '{key}' not found{did}; the file has {shown}")
+        has = f"the file has keys {shown}" if available else "the parser found no key"
+        super().__init__(f"key '{key}' not found{did}; {has}")
 
 
 def _nearest(name: str, candidates: Sequence[str]) -> str | None:
@@ -106,17 +108,72 @@ def _nearest(name: str, candidates: Sequence[str]) -> str | None:
     return close[0] if close else None
 
 
-def parse_keyvalue(text: str) -> dict[str, str]:
-    """``key: value`` lines (FluTE's Summary file).  Blank lines, ``#`` comments
-    and lines without a colon (headers, free text) are skipped; the key is
-    everything before the first colon, stripped."""
+#: ``parser: {type: keyvalue, separator: ...}``: what splits a line's key from its value
+#: (``whitespace``: the first run of blanks).  The default is FluTE's colon.
+KEYVALUE_SEPARATOR = ":"
+WHITESPACE = "whitespace"
+_BLANKS = re.compile(r"\s+")
+
+
+def _split(line: str, separator: str) -> tuple[str, str] | None:
+    if separator == WHITESPACE:
+        parts = _BLANKS.split(line, maxsplit=1)
+        return (parts[0], parts[1]) if len(parts) == 2 else None
+    if separator not in line:
+        return None
+    k, v = line.split(separator, 1)
+    return k, v
+
+
+def parse_keyvalue(text: str, separator: str = KEYVALUE_SEPARATOR) -> dict[str, str]:
+    """``key: value`` lines (FluTE's Summary file), or ``key=value`` / ``key value``
+    with another ``separator``.  Blank lines, ``#`` comments and lines without the
+    separator (headers, free text) are skipped; the key is everything before the
+    first separator, stripped."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         s = line.strip()
-        if not s or s.startswith("#") or ":" not in s:
+        if not s or s.startswith("#"):
             continue
-        k, v = s.split(":", 1)
-        out[k.strip()] = v.strip()
+        kv = _split(s, separator)
+        if kv is None:
+            continue
+        out[kv[0].strip()] = kv[1].strip()
+    return out
+
+
+def expected_pattern(parser: str, separator: str = KEYVALUE_SEPARATOR) -> str:
+    """What a parser reads, in words (for error messages)."""
+    if parser == "keyvalue":
+        sep = " " if separator == WHITESPACE else separator
+        gap = " " if separator in (":", WHITESPACE) else ""
+        return f"lines 'key{sep}{gap}value'".replace("  ", " ")
+    if parser == "csv":
+        return "a CSV header line, then data rows (the last one is read)"
+    return "one JSON object"
+
+
+def describe_output(text: str, parser: str, separator: str = KEYVALUE_SEPARATOR,
+                    n_lines: int = 3) -> str:
+    """The first lines of an output file and the pattern the parser expects, plus the
+    separator that would read them when another one would: what a user needs to fix
+    ``output_map`` or the parser settings without opening the scratch directory."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        head = "the file is empty"
+    else:
+        shown = " / ".join(repr(_clean(ln)[:80]) for ln in lines[:n_lines])
+        more = f" (+{len(lines) - n_lines} more)" if len(lines) > n_lines else ""
+        head = f"its first lines: {shown}{more}"
+    out = f"{head}; expected {expected_pattern(parser, separator)}"
+    if parser == "keyvalue" and lines:
+        body = [ln for ln in lines if not ln.startswith("#")]
+        if body and not any(_split(ln, separator) for ln in body):
+            for cand in (":", "=", WHITESPACE):
+                if cand != separator and all(_split(ln, cand) for ln in body):
+                    out += (f" (these lines would read with parser: {{type: keyvalue, "
+                            f"separator: {cand!r}}})")
+                    break
     return out
 
 
@@ -140,6 +197,13 @@ def parse_json(text: str) -> Any:
 
 
 PARSE_FUNCS = {"keyvalue": parse_keyvalue, "csv": parse_csv, "json": parse_json}
+
+
+def parse_output(text: str, parser: str, separator: str = KEYVALUE_SEPARATOR) -> Any:
+    """Parse an output file with ``parser`` (``separator``: keyvalue only)."""
+    if parser == "keyvalue":
+        return parse_keyvalue(text, separator)
+    return PARSE_FUNCS[parser](text)
 
 
 def _to_float(raw: Any, key: str) -> float:

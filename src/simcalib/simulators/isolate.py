@@ -28,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from simcalib.simulators.base import (
     STATUS_TIMEOUT,
     check_columns,
     finalize,
+    mask_seeds,
 )
 from simcalib.simulators.scratch import Watchdog, trap_sigterm
 
@@ -127,14 +129,31 @@ class IsolatedPython:
     """The ``python`` simulator with ``isolate: true`` (see the module docstring)."""
 
     def __init__(self, spec: str, path: str | None, outputs: list[str],
-                 options: Mapping[str, Any], timeout: float, key: str) -> None:
+                 options: Mapping[str, Any], timeout: float, key: str,
+                 seed_bits: int = 63) -> None:
         self.spec, self.path, self.outputs = spec, path, list(outputs)
         self.options, self.timeout, self.key = dict(options), float(timeout), key
+        self.seed_bits = seed_bits
 
     def run(self, inputs: pd.DataFrame, seeds: np.ndarray, threads: int = 1) -> pd.DataFrame:
         raw = self.run_raw(inputs, seeds, threads)
         return finalize(pd.DataFrame(raw, index=inputs.index), self.outputs, inputs.index,
                         f"{self.key}.function")
+
+    def program_files(self) -> list[Path]:
+        """The function's module file, found without importing it (hashed into the
+        chunk journal's fingerprint)."""
+        import importlib.util
+
+        module = self.spec.split(":", 1)[0]
+        if self.path and (Path(self.path) / f"{module.replace('.', '/')}.py").is_file():
+            return [Path(self.path) / f"{module.replace('.', '/')}.py"]
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            return []
+        origin = getattr(spec, "origin", None)
+        return [Path(origin)] if origin and Path(origin).is_file() else []
 
     def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
         raw = pd.DataFrame(self.run_raw(inputs.iloc[:1], np.array([seed])),
@@ -145,7 +164,7 @@ class IsolatedPython:
     def run_raw(self, inputs: pd.DataFrame, seeds: np.ndarray,
                 threads: int = 1) -> list[dict[str, Any]]:
         """One raw result dict per row, in order."""
-        seeds = np.asarray(seeds)
+        seeds = mask_seeds(seeds, self.seed_bits)
         if len(seeds) != len(inputs):
             raise ValueError(f"{len(seeds)} seeds for {len(inputs)} rows")
         n = len(inputs)

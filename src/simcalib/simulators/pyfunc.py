@@ -27,12 +27,14 @@ from simcalib.simulators.base import (
     check_columns,
     check_options,
     finalize,
+    mask_seeds,
     register,
+    seed_bits_option,
 )
 from simcalib.simulators.isolate import IsolatedPython
 
 ALLOWED = {"function": None, "outputs": None, "options": None, "path": None, "isolate": False,
-           "timeout": None}
+           "timeout": None, "seed_bits": 63}
 DEFAULT_TIMEOUT_S = 600.0
 
 
@@ -56,8 +58,10 @@ def load_callable(spec: str, key: str, path: str | None = None) -> Callable[...,
 
 class PythonFunction:
     def __init__(self, fn: Callable[..., Any], outputs: list[str],
-                 options: Mapping[str, Any], key: str = "simulator.options") -> None:
+                 options: Mapping[str, Any], key: str = "simulator.options",
+                 seed_bits: int = 63) -> None:
         self.fn = fn
+        self.seed_bits = seed_bits
         self.key = key
         self.outputs = outputs
         self.options = dict(options)
@@ -74,7 +78,7 @@ class PythonFunction:
         input when it raises."""
         kwargs: dict[str, Any] = {}
         if self._takes_seeds:
-            kwargs["seeds"] = np.asarray(seeds)
+            kwargs["seeds"] = mask_seeds(seeds, self.seed_bits)
         if self._takes_options:
             kwargs["options"] = self.options
         try:
@@ -88,6 +92,14 @@ class PythonFunction:
             res = pd.DataFrame({"status": STATUS_ERROR, "message": f"{type(exc).__name__}: {tail}"},
                                index=inputs.index)
         return res
+
+    def program_files(self) -> list[Path]:
+        """The function's source file (hashed into the chunk journal's fingerprint)."""
+        try:
+            src = inspect.getsourcefile(inspect.unwrap(self.fn))
+        except TypeError:
+            return []
+        return [Path(src)] if src and Path(src).is_file() else []
 
     def probe_row(self, inputs: pd.DataFrame, seed: int) -> pd.DataFrame:
         """One row (see :func:`simcalib.simulators.probe`): a function that returns
@@ -127,9 +139,10 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any
     fn = (options["function"] if callable(options["function"])
           else load_callable(str(options["function"]), f"{key}.function", options.get("path")))
     fn_options = options.get("options") or {}
+    bits = seed_bits_option(options, key, ALLOWED["seed_bits"])
     if isolate:
         path = options.get("path")
         return IsolatedPython(str(options["function"]),
                               str(Path(path).resolve()) if path else None, outputs,
-                              fn_options, float(timeout or DEFAULT_TIMEOUT_S), key)
-    return PythonFunction(fn, outputs, fn_options, key)
+                              fn_options, float(timeout or DEFAULT_TIMEOUT_S), key, bits)
+    return PythonFunction(fn, outputs, fn_options, key, bits)

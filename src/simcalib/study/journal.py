@@ -11,7 +11,10 @@ must survive exactly that.  It lives under ``results/<study>/chunks/.journal/``.
 
 Its first line is a header with a fingerprint of everything that determines the
 chunk's numbers (the study's simulation settings, the seed, the chunk's design
-rows); a journal written under other settings is ignored, never reused.  A line
+rows, the simulator's program files: :func:`program_digest`); a journal written
+under other settings or by another version of the program is ignored, never reused.
+A first run that fails because the outputs cannot be read (the fail-fast probe) is
+never journaled, so a fixed program's rerun has no stale failed row.  A line
 cut by a kill mid-write is dropped and the file rewritten without it.  The merge
 removes the journals of the chunks it merged, so a later forced rerun simulates
 afresh.
@@ -46,13 +49,47 @@ def journal_path(chunk_csv: str | os.PathLike[str]) -> Path:
 
 
 def fingerprint(study: str, cfg: Mapping[str, Any], seed: int, stream: str,
-                rows: pd.DataFrame) -> str:
-    """sha256 over what determines a chunk's results."""
+                rows: pd.DataFrame, programs: str = "") -> str:
+    """sha256 over what determines a chunk's results; ``programs`` is
+    :func:`program_digest` of the simulator (its program and data files)."""
     h = hashlib.sha256()
     h.update(json.dumps({"study": study, "cfg": cfg, "seed": int(seed), "stream": stream},
                         sort_keys=True, default=str).encode())
     h.update(rows.to_csv(index=False, float_format="%.17g").encode())
+    h.update(programs.encode())
     return h.hexdigest()
+
+
+#: files above this size are fingerprinted by size and modification time, not content
+HASH_LIMIT_BYTES = 64 * 1024 * 1024
+
+
+def program_digest(simulator: Any) -> str:
+    """A digest of the files a simulator's runs read that the config does not hold
+    (``program_files()`` of the simulator and of the layers it wraps: a command's
+    program and scripts, a python function's source file).
+
+    Why: a user fixes their program and reruns; the config is unchanged, so without
+    this the journal would hand back the broken program's rows as finished runs."""
+    files: list[Path] = []
+    sim, seen = simulator, 0
+    while sim is not None and seen < 8:
+        fn = getattr(sim, "program_files", None)
+        if callable(fn):
+            files += [Path(f) for f in fn()]
+        sim, seen = getattr(sim, "inner", None), seen + 1
+    h = hashlib.sha256()
+    for f in sorted(set(files)):
+        try:
+            st = f.stat()
+            h.update(str(f).encode())
+            if st.st_size > HASH_LIMIT_BYTES:
+                h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+            else:
+                h.update(f.read_bytes())
+        except OSError:
+            h.update(f"{f}: unreadable".encode())
+    return h.hexdigest() if files else ""
 
 
 def _plain(value: Any) -> Any:

@@ -1,23 +1,52 @@
 """A calibration study as the library sees it: its space, simulator and outputs,
 built from one entry of ``config['studies']``.  The config checks a JSON schema cannot
-express live in :mod:`simcalib.study.checks`."""
+express live in :mod:`simcalib.study.checks`.
+
+A :class:`Study` validates its mapping on construction exactly as a config file's
+study is validated (schema, defaults filled, unknown keys rejected with a "did you
+mean"; its space and simulator built), so settings given from Python keep the
+promise of docs/api.md."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from simcalib.config import validate_section
 from simcalib.errors import ConfigError
 from simcalib.simulators import Simulator, build_simulator, study_outputs
 from simcalib.study.space import Space, build_space
 
+#: What a study built from Python must name (a config file's study also needs a design
+#: and targets, which the workflow's stages read; the API takes them as arguments).
+API_REQUIRED = ("simulator", "parameters")
+
 
 @dataclass
 class Study:
+    """One study.  ``cfg`` is validated against ``study.schema.yaml`` and replaced by a
+    copy with the schema's defaults filled (a design and targets are optional here).
+    ``partial=True`` is for the workflow's rules, whose ``--params`` hold only the keys
+    their step reads: no key is required then and nothing is built before it is used."""
+
     name: str
-    cfg: Mapping[str, Any]
+    cfg: Mapping[str, Any] | None = None
+    partial: bool = field(default=False, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.cfg is None and isinstance(self.name, Mapping):  # Study({...}): unnamed
+            self.name, self.cfg = "study", self.name
+        if not isinstance(self.cfg, Mapping):
+            raise ConfigError(self.key, f"a study is a mapping of settings, got "
+                              f"{type(self.cfg).__name__}")
+        self.cfg = validate_section(self.cfg, "study.schema.yaml", self.key,
+                                    () if self.partial else API_REQUIRED)
+        if not self.partial:  # what validating a config file builds too
+            self.space  # noqa: B018
+            self.simulator  # noqa: B018
+            self.outputs  # noqa: B018
 
     @property
     def key(self) -> str:

@@ -33,7 +33,7 @@ import pandas as pd
 from simcalib.errors import DataError
 from simcalib.seeds import rng, row_seeds
 from simcalib.simulators.base import result_columns
-from simcalib.study.journal import Journal, fingerprint
+from simcalib.study.journal import Journal, fingerprint, program_digest
 from simcalib.study.model import Study
 
 log = logging.getLogger(__name__)
@@ -239,7 +239,8 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
         # what decides a run's numbers: the simulator and the input space (the rows
         # themselves are hashed too); not design.threads, chunk_size or anything later
         fp = fingerprint(study.name, {k: study.cfg.get(k) for k in FINGERPRINT_KEYS}, seed,
-                         stream, rows[[id_column, *study.input_names]])
+                         stream, rows[[id_column, *study.input_names]],
+                         program_digest(study.simulator))
         jr, held = Journal.open(journal, fp, id_column)
         wanted = set(ids.tolist())
         done = {k: v for k, v in held.items() if k in wanted}
@@ -258,7 +259,7 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
                  len(ids), journal)
     stop = threading.Event()
 
-    def one(pos: int) -> dict[str, Any] | None:
+    def one(pos: int, probe: bool = False) -> dict[str, Any] | None:
         if stop.is_set():
             return None
         res = sim.run(inputs.iloc[[pos]], seeds[pos:pos + 1], 1)
@@ -266,7 +267,9 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
         rec["status"], rec["message"] = str(rec["status"]), str(rec["message"])
         if stop.is_set():
             return None  # finished because it was killed: not a result
-        if jr is not None:
+        # a failed probe stops the chunk as a setup error: it is no finished run, and
+        # journaling it would hand the stale row back after the user fixed the program
+        if jr is not None and not (probe and rec["status"] in SETUP_FAILURES):
             jr.append(rec)
         return rec
 
@@ -278,7 +281,7 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
         with _sigterm_as_exit():
             try:
                 if probe:
-                    fut0 = pool.submit(one, todo.pop(0))
+                    fut0 = pool.submit(one, todo.pop(0), True)
                     pending = {fut0}
                     rec = _wait_one(fut0)
                     if rec is not None and rec["status"] in SETUP_FAILURES:

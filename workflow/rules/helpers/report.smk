@@ -23,3 +23,33 @@ def report_table_pages():
     if REPORT_BAYES:
         pages.append(figure(f"{REPORT_TABLES}/paper3.html", "tables", "Paper 3", "tables"))
     return pages
+
+
+# The console summary at the end of every run (the Snakefile's onstart / onsuccess /
+# onerror handlers): this run's job-log warnings and every flagged result, with the
+# file to open, from the same function as the read-me-first page's flags.
+RUN_STATE = {}
+
+
+def run_started():
+    from simcalib.report.flags import now
+
+    RUN_STATE["since"] = now()
+
+
+def print_run_summary(failed):
+    import sys
+
+    from simcalib.report.flags import console_summary
+
+    text = console_summary(
+        "results",
+        REPORT_STUDIES,
+        REPORT_BAYES,
+        config["report"]["flag_failed_share"],
+        logs="results/logs",
+        since=RUN_STATE.get("since"),
+        failed=failed,
+        page="results/report/summary.html",
+    )
+    sys.stderr.write(text + "\n")

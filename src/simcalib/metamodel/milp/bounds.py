@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simcalib.metamodel.milp.highs_threads import set_threads
+from simcalib.metamodel.milp.highs_threads import new_highs, set_threads
 from simcalib.metamodel.milp.problem import OPProblem
 
 INF = 1e30
@@ -104,7 +104,7 @@ class _LP:
         import highspy
 
         self.hs = highspy
-        h = highspy.Highs()
+        h = new_highs()
         h.setOptionValue("output_flag", False)
         set_threads(h, max(1, int(threads)))
         h.setOptionValue("presolve", "off")

@@ -19,7 +19,7 @@ import numpy as np
 
 from simcalib.errors import ConfigError, SimcalibError
 from simcalib.metamodel.milp.formulation import MILPModel
-from simcalib.metamodel.milp.highs_threads import set_threads
+from simcalib.metamodel.milp.highs_threads import new_highs, set_threads
 
 
 @dataclass
@@ -67,7 +67,7 @@ def solve(model: MILPModel, solver: Mapping[str, Any], warm: np.ndarray | None =
           seed: int = 0) -> RawSolve:
     import highspy
 
-    h = highspy.Highs()
+    h = new_highs()
     apply_options(h, solver, seed)
     n = model.n_cols
     cost = np.asarray(model.cost, dtype=float)
