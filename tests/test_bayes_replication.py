@@ -65,7 +65,7 @@ def test_tables_from_blocks(records, tmp_path: Path):
         out = tmp_path / label
         params = json.dumps({"sampler": SAMPLER, "convergence": conv})
         assert main(["bayes-replication-tables", "--params", params, "--seed", str(SEED),
-                     "--records", *files, "--out-dir", str(out), "--output-figure",
+                     "--records", *files, "--output-dir", str(out), "--output-figure",
                      str(out / "paired.png")]) == 0
         t = pd.read_csv(out / "bayes_two_mass_honest_params.csv")
         assert {"setting", "protocol", "method", "parameter", "subset", "bias", "rmse",

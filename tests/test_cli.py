@@ -48,6 +48,8 @@ OUTPUTS: dict[str, set[str]] = {
     "bayes-plot": {"--output-uq", "--output-marginals"},
     "bayes-diagnostics": {"--output-trace", "--output-rank", "--output-pair"},
     "bayes-compare": {"--output-params", "--output-outputs"},
+    "bayes-run-batch": {"--output"},
+    "bayes-replication-tables": {"--output-dir", "--output-figure"},
     "report-summary": {"--output", "--output-runtime", "--output-html", "--output-tables-dir"},
 }
 # read and written (resume state), so neither an input nor an output flag

@@ -49,7 +49,7 @@ def test_fail_region_union_of_boxes_and_integer_top_value() -> None:
 
 @pytest.mark.parametrize("spec,match", [({"z": [0, 1]}, "not an input"),
                                         ({"x": [1, 0]}, "lo <= hi"),
-                                        ({"x": 3}, "lo <= hi"), ("x", "mapping")])
+                                        ({"x": 3}, "lo <= hi"), ("x", "not of type")])
 def test_fail_region_bad_spec_names_the_key(spec, match) -> None:
     cfg = copy.deepcopy(QUAD)
     cfg["simulator"]["fail_region"] = spec

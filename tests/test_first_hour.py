@@ -151,3 +151,27 @@ def test_fixed_program_rerun_has_no_stale_failed_row(tmp_path: Path) -> None:
     data, summary = run_chunk(study, rows, 1, journal=journal)
     assert summary["resumed"] == 0                             # the journal is stale
     assert (data["status"] == "ok").all()
+
+
+def test_fingerprint_hashes_scripts_not_files_the_runs_write(tmp_path: Path) -> None:
+    """A literal data-file argument (a log or counter the runs append to) must not
+    invalidate the journal on resume; the script argument must."""
+    from simcalib.study.journal import program_digest
+
+    prog = tmp_path / "eqsim.sh"
+    prog.write_text(EQ_PROGRAM)
+    log = tmp_path / "runs.log"
+    log.write_text("")
+    study = Study("eq", {
+        "simulator": {"type": "command", "options": {
+            "command": ["/bin/sh", str(prog), "{x}", "{y}", str(log)], "output_file": "-",
+            "parser": {"type": "keyvalue", "separator": "="},
+            "output_map": {"final_temp": "temp", "rate": "rate"}, "timeout": 30}},
+        "parameters": {"x": {"lower": 0, "upper": 1}, "y": {"lower": 0, "upper": 1}},
+        "outputs": ["temp", "rate"], "design": {"n": 4, "method": "uniform"}})
+    sim = study.simulator
+    before = program_digest(sim)
+    log.write_text("0\n1\n")                       # the runs wrote to it
+    assert program_digest(sim) == before
+    prog.write_text(EQ_PROGRAM + "# fixed\n")      # the user edited the program
+    assert program_digest(sim) != before

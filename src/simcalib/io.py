@@ -20,6 +20,11 @@ import pandas as pd
 
 from simcalib.errors import DataError
 
+# The checkout that ships ``resources/`` and ``tests/configs`` (for an editable
+# install): relative paths not found under the working directory are looked up here,
+# so shipped examples also work when Snakemake runs in another directory (``-d``).
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
 
 def umask() -> int:
     """The process umask, read without changing it where Linux allows (``os.umask``

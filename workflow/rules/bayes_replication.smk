@@ -70,7 +70,7 @@ rule bayes_replication_tables:
         made_by="snakemake --cores 2 --configfile config/paper3.yaml",
     shell:
         "python -m simcalib bayes-replication-tables --params {params.cfg:q} "
-        "--seed {params.seed} --records {input} --out-dir {params.out_dir} "
+        "--seed {params.seed} --records {input} --output-dir {params.out_dir} "
         "--output-figure {output.figure} --made-by {params.made_by:q} > {log} 2>&1"
 
 

@@ -362,4 +362,3 @@ def check_setting(s: Setting, where: str) -> None:
                           f"observation time {s.t_start:g}")
 
 
-make_setting = build_setting  # TEMPORARY alias for sessions in flight; removed at the stop

@@ -206,7 +206,7 @@ def cmd_replication_tables(args: argparse.Namespace) -> int:
             raise DataError(path, "not a bayes-run-batch file (no 'records')")
         runs.extend(blob["records"])
     runs = apply_convergence_rule(runs, r_hat, ess)
-    out_dir = Path(args.out_dir)
+    out_dir = Path(args.output_dir)
     all_paired = []
     groups = dict.fromkeys((r["setting"], r["protocol"]) for r in runs)
     for s, proto in groups:
@@ -470,8 +470,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--params", required=True, help="JSON {sampler, convergence, ...} (or @file)")
     p.add_argument("--records", nargs="+", required=True, help="bayes-run-batch JSON files")
     p.add_argument("--seed", type=int, required=True, help="the config's top-level seed")
-    p.add_argument("--out-dir", required=True, help="directory of the tables")
-    p.add_argument("--output-figure", dest="figure", help="paired-difference figure (PNG)")
+    p.add_argument("--output-dir", required=True, help="directory of the tables to write")
+    p.add_argument("--output-figure", dest="figure", help="paired-difference figure (PNG) to write")
     p.add_argument("--made-by", default="", help="the command that made them (meta.json)")
     p.set_defaults(func=cmd_replication_tables)
 

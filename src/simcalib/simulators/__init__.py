@@ -25,4 +25,3 @@ __all__ = [
     "probe_is_reusable", "replicate_seeds", "result_columns", "study_outputs",
 ]
 
-make_simulator = build_simulator  # TEMPORARY alias for sessions in flight; removed at the stop

@@ -104,6 +104,9 @@ PARSERS = ("keyvalue", "csv", "json")
 DEFAULT_INPUT_NAMES = {"lines": "config.txt", "json": "inputs.json", "template": "config.txt"}
 STDOUT = "-"  # ``output_file: "-"`` parses the program's standard output
 RUNTIME_NAMES = ("seed", "run_id", "root", "workdir", "input_file", "output_file")
+#: literal ``command`` arguments with these suffixes are scripts (fingerprinted)
+SCRIPT_SUFFIXES = frozenset({".sh", ".bash", ".py", ".r", ".jl", ".pl", ".rb", ".lua", ".m",
+                             ".js", ".tcl", ".awk", ".ps1", ".bat", ".exe"})
 STDOUT_LOG, STDERR_LOG = ".simcalib.stdout", ".simcalib.stderr"
 KILL_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this long
 TAIL_CHARS = 600
@@ -409,16 +412,20 @@ class CommandSimulator:
         return finalize(res, self.outputs, inputs.index[:1], self.key)
 
     def program_files(self) -> list[Path]:
-        """The files a run reads that the config does not hold: the program and
-        script arguments named literally in ``command``, and ``link_files``.  The
-        chunk journal's fingerprint hashes them, so a fixed program reruns."""
+        """The files a run reads that the config does not hold: the program, the
+        script arguments named literally in ``command`` (executable, or with a
+        script suffix) and ``link_files``.  The chunk journal's fingerprint hashes
+        them, so a fixed program reruns.  Other literal file arguments are left out:
+        they may be files the runs write (a log, a counter), and hashing those would
+        throw away every finished run on resume."""
         out: list[Path] = []
-        for t in self.argv:
+        for i, t in enumerate(self.argv):
             if t.names:
                 continue
             p = Path(t.text)
             p = p if p.is_absolute() else self.root / p
-            if p.is_file():
+            if p.is_file() and (i == 0 or p.suffix.lower() in SCRIPT_SUFFIXES
+                                or os.access(p, os.X_OK)):
                 out.append(p)
         return out + list(self.link_files.values())
 

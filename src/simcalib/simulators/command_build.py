@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from simcalib.errors import ConfigError
+from simcalib.io import PACKAGE_ROOT
 from simcalib.simulators.base import check_options, register
 from simcalib.simulators.command import (
     ALLOWED,
@@ -53,12 +54,6 @@ def _study_inputs(study: Mapping[str, Any]) -> tuple[list[str], frozenset[str]]:
                     for v in vals)):
                 integer.add(str(name))
     return names, frozenset(integer)
-
-
-# The repository that ships ``resources/`` (for an editable install); relative
-# paths not found under the workflow root are looked up here, so the shipped
-# example study also works when Snakemake runs in another directory (``-d``).
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _locate(path: str | Path, root: Path) -> Path:

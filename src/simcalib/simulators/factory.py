@@ -54,4 +54,3 @@ def build_simulator(study: Mapping[str, Any], key: str = "study") -> Simulator:
     return sim
 
 
-make_simulator = build_simulator  # TEMPORARY alias for sessions in flight; removed at the stop

@@ -16,5 +16,3 @@ from simcalib.study.model import Study, build_study
 
 __all__ = ["Study", "build_study"]
 
-get_study = build_study  # TEMPORARY alias for sessions in flight; removed at the stop
-__all__ += ["get_study"]

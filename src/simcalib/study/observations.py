@@ -35,11 +35,10 @@ import numpy as np
 import pandas as pd
 
 from simcalib.errors import DataError
+from simcalib.io import PACKAGE_ROOT
 
 SD_PREFIX = "sd_"
 WEIGHT_PREFIX = "weight_"
-# the checkout holding resources/ (src/simcalib/observations.py -> repository root)
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def target_sets(cfg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

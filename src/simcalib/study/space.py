@@ -424,4 +424,3 @@ def _bounds_at(params: list[Parameter], env: dict[str, float], key: str
     return np.array(lo), np.array(hi)
 
 
-space_from_config = build_space  # TEMPORARY alias for sessions in flight; removed at the stop
