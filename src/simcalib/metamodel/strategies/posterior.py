@@ -1,5 +1,6 @@
 """``posterior``: r draws from the target's metamodel posterior, simulated, the best
-kept: the run-based counterpart of "NPE + r posterior draws" (issue 25).
+kept: the run-based counterpart of "NPE + r posterior draws" (sbi's neural posterior
+estimation, the peer this strategy is measured against in docs/posterior.md).
 
 The posterior (:mod:`simcalib.metamodel.posterior`) spreads the r runs where the
 metamodel *and its own error* say the calibrated inputs may lie, instead of a box of
