@@ -299,3 +299,54 @@ def test_alternative_optima_on_gurobi():
                               k=2, epsilon=0.5, distance=0.2)
     assert len(alts) == len(ref)
     assert alts[0].objective == pytest.approx(ref[0].objective, abs=2e-4)
+
+
+def test_floor_of_a_node_limited_milp_matches_the_multistart_baselines():
+    """A MILP stopped early (one node, a poor 100-sample incumbent) returns a point
+    worse than the benchmark's baselines; the floor's batched multi-start must
+    bring OP level with them (here: onto the proven optimum)."""
+    from simcalib.metamodel.milp.warmstart import multistart_lbfgs, sample_search
+    from simcalib.seeds import rng
+
+    mm = _mm(3, [32, 32], 2, seed=1)
+    space = build_space({"parameters": {"i0": {"lower": -1.0, "upper": 2.0},
+                                        "i1": {"lower": -1.0, "upper": 2.0},
+                                        "i2": {"lower": 0, "upper": 60, "integer": True}}})
+    target = {"o0": 0.3, "o1": -0.2}
+    prob = build_problem(mm, space, target, {})
+    lbfgs = min(multistart_lbfgs(prob, space, 20, rng(7, "ms", k))[1] for k in range(3))
+    sampling = float(sample_search(prob, space, 100_000, rng(7, "s"))[1][0])
+    limited = {"backend": "highs", "time_limit": 30, "threads": 1,
+               "options": {"mip_max_nodes": 1}, "warm_start": {"samples": 100, "local": 0}}
+    res = optimize(mm, space, target, {}, limited, seed=1)
+    assert res.status != "optimal"
+    assert res.info["floor"]["solver_objective"] > min(lbfgs, sampling) + 1e-3  # needs it
+    assert res.objective <= min(lbfgs, sampling) + 1e-9
+    assert res.info["floor"]["source"] == "multistart"
+    assert float(prob.objective(res.x)[0]) == pytest.approx(res.objective, abs=1e-9)
+    assert prob.feasible(res.x)[0]
+    proven = optimize(mm, space, target, {}, {"backend": "highs", "time_limit": 60,
+                                               "threads": 1}, seed=1)
+    assert proven.status == "optimal"
+    assert res.objective <= proven.objective + 1e-4
+    assert res.bound <= proven.objective + 1e-9  # the solver's bound stays valid
+
+
+def test_time_limit_bounds_the_whole_call_including_bound_tightening():
+    """A 3x64 net's box and cutoff tightening alone take ~15 s at the default
+    obbt limits; a 1 s time limit must cover them (the floor may add its fixed
+    fraction of a second)."""
+    import time
+
+    from simcalib.metamodel.milp.boxbounds import clear_cache
+
+    mm = _mm(4, [64, 64, 64], 2, seed=5)
+    space = _space(4)
+    clear_cache()
+    t0 = time.perf_counter()
+    res = optimize(mm, space, {"o0": 0.1, "o1": 0.2}, {}, {"backend": "highs",
+                                                           "time_limit": 1.0, "threads": 1})
+    wall = time.perf_counter() - t0
+    assert wall < 2.0 and res.seconds < 2.0
+    assert res.info["solve_time_limit"] < 1.0
+    assert np.isfinite(res.objective) and res.bound <= res.objective + 1e-9

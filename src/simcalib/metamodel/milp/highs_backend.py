@@ -31,6 +31,9 @@ class RawSolve:
     nodes: int
     seconds: float
     time_limited: bool
+    #: the improving incumbents HiGHS found, newest last (column vectors): seeds of
+    #: the floor's multi-start when the solve ends unproven
+    pool: list[np.ndarray] | None = None
 
 
 def _status_name(h: Any, status: Any) -> str:
@@ -91,6 +94,7 @@ def solve(model: MILPModel, solver: Mapping[str, Any], warm: np.ndarray | None =
         h.changeColsIntegrality(len(ints), ints,
                                 np.full(len(ints), int(highspy.HighsVarType.kInteger),
                                         dtype=np.uint8))
+    h.setOptionValue("mip_improving_solution_save", True)
     if warm is not None:
         h.setSolution(n, np.arange(n, dtype=np.int32), np.asarray(warm, dtype=float))
     t0 = time.perf_counter()
@@ -110,5 +114,11 @@ def solve(model: MILPModel, solver: Mapping[str, Any], warm: np.ndarray | None =
     if status == "optimal":
         bound = min(bound, obj) if np.isfinite(bound) else obj
     nodes = int(info.mip_node_count) if info.mip_node_count >= 0 else 0
+    pool = None
+    if status != "optimal":
+        try:
+            pool = [np.asarray(s.col_value, dtype=float) for s in h.getSavedMipSolutions()]
+        except (AttributeError, RuntimeError):  # an older highspy: no saved solutions
+            pool = None
     return RawSolve(status=status, values=values, objective=obj, bound=bound, nodes=nodes,
-                    seconds=seconds, time_limited=status == "time_limit")
+                    seconds=seconds, time_limited=status == "time_limit", pool=pool)

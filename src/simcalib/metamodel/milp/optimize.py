@@ -1,9 +1,19 @@
 """Optimally-Predict: the single entry point, dispatching on the option set's backend.
 
 ``optimize`` = checked problem (:mod:`.problem`) -> neuron bounds (:mod:`.bounds`)
--> warm start (:mod:`.warmstart`) -> backend solve -> forward-pass check.  The
-reported ``seconds`` is the whole wall time (bounds + warm start + solve); the parts
+-> warm start (:mod:`.warmstart`) -> backend solve -> forward-pass check -> floor
+(:mod:`.multistart`).  The reported ``seconds`` is the whole wall time; the parts
 are in ``OPResult.info``.
+
+``time_limit`` bounds the whole call (:class:`Budget`): the box bounds get at most
+half of it (once per job, cached), the per-target bound tightening at most 30 % of
+what is left, the MILP the rest less a 10 % reserve for the floor, which runs only
+when the solve ends unproven.  The floor is fixed work (its result depends on the
+seed, not on the machine's load), sized to cost about what the benchmark's
+baselines cost, so on a very small limit it can overrun it.  The numpy work runs on one BLAS thread: its
+matrices are small, and a multi-threaded OpenBLAS spends more CPU synchronising
+threads than computing (measured: 20-start L-BFGS 0.12 CPU-s on one thread, 1-2
+CPU-s on the default threads of a shared 2-core machine).
 """
 
 from __future__ import annotations
@@ -11,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +31,7 @@ from simcalib.errors import ConfigError
 from simcalib.metamodel.milp.bounds import NeuronBounds, compute_bounds, interval_bounds
 from simcalib.metamodel.milp.boxbounds import box_bounds
 from simcalib.metamodel.milp.formulation import MILPModel, build_milp
+from simcalib.metamodel.milp.multistart import batched_multistart
 from simcalib.metamodel.milp.problem import (
     OPProblem,
     OPResult,
@@ -27,7 +39,7 @@ from simcalib.metamodel.milp.problem import (
     check_forward,
     full_inputs,
 )
-from simcalib.metamodel.milp.warmstart import local_refine, multistart_lbfgs
+from simcalib.metamodel.milp.warmstart import local_refine
 from simcalib.metamodel.milp.warmstart import warm_start as search_warm_start
 from simcalib.metamodel.model import Metamodel
 from simcalib.seeds import rng
@@ -43,6 +55,45 @@ BACKENDS = ("highs", "gurobi")
 SKIP_BELOW = {"highs": 0, "gurobi": 64}
 #: random samples of the light warm start of a small net (``obbt.skip_below``)
 SMALL_SAMPLES = 2000
+
+#: shares of ``time_limit`` (:class:`Budget`)
+BOX_SHARE, OBBT_SHARE, FLOOR_SHARE, MIN_SOLVE_SHARE = 0.5, 0.3, 0.1, 0.05
+
+_BLAS: Any = None
+
+
+def one_blas_thread() -> Any:
+    """A context manager limiting every loaded BLAS to one thread (threadpoolctl's
+    controller is built once: scanning the loaded libraries costs milliseconds)."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
+@dataclass
+class Budget:
+    """The option set's ``time_limit`` spread over the parts of one OP call."""
+
+    start: float
+    limit: float
+
+    def left(self) -> float:
+        return self.start + self.limit - time.perf_counter()
+
+    def box(self, configured: float) -> float:
+        """Box bounds: computed once per job and cached, so the share depends on the
+        limit only (a stable cache key), not on the time left."""
+        return min(float(configured), BOX_SHARE * self.limit)
+
+    def obbt(self, configured: float) -> float:
+        return max(1e-3, min(float(configured), OBBT_SHARE * max(0.0, self.left())))
+
+    def solve(self) -> float:
+        return max(MIN_SOLVE_SHARE * self.limit, self.left() - FLOOR_SHARE * self.limit)
+
 
 #: Defaults of one solver option set, from solvers.schema.yaml (the one source of truth).
 SOLVER_DEFAULTS: dict[str, Any] = schema_defaults("solvers.schema.yaml", "option_set",
@@ -74,7 +125,7 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
             context: Mapping[str, float] | None, solver: Mapping[str, Any],
             box: tuple[np.ndarray, np.ndarray] | None, weights: Mapping[str, float] | None,
             warm_start: np.ndarray | None, seed: int, cutoff_slack: float = 0.0,
-            allow_trivial: bool = True
+            allow_trivial: bool = True, budget: Budget | None = None
             ) -> tuple[OPProblem, dict[str, Any], NeuronBounds, np.ndarray | None, dict[str, Any]]:
     """OPProblem, settings, bounds and warm-start point (shared with alternatives).
 
@@ -85,7 +136,8 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     the solve is not proven optimal).  Otherwise sampling and refinement run first
     and their objective cuts the per-target tightening, which starts from the box
     bounds and skips neurons they prove stable; multi-start L-BFGS runs after an
-    unproven solve (or first, with ``warm_start.multistart_first``)."""
+    unproven solve (or first, with ``warm_start.multistart_first``).  With a
+    ``budget`` the bound tightening's time limits are capped by it."""
     s = solver_settings(solver)
     problem = build_problem(mm, space, target, context, box, weights)
     plain = s["backend"] == "gurobi" and not s["use_bounds"]
@@ -97,7 +149,8 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
         full = problem if box is None else build_problem(mm, space, target, context, None,
                                                          weights)
         if s["obbt"].get("enabled", True):
-            box_nb, cached = box_bounds(full, float(s["obbt"].get("box_time_limit", 30.0)),
+            box_tl = float(s["obbt"].get("box_time_limit", 30.0))
+            box_nb, cached = box_bounds(full, budget.box(box_tl) if budget else box_tl,
                                         threads)
         else:  # no LP tightening anywhere: interval arithmetic over the box
             t_ia = time.perf_counter()
@@ -150,7 +203,10 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     else:
         # the incumbent's objective (+ slack for alternative optima) cuts the region
         cutoff = f0 + cutoff_slack if x0 is not None and np.isfinite(f0) else None
-        nb = compute_bounds(problem, s["obbt"], threads, cutoff,
+        obbt = dict(s["obbt"])
+        if budget is not None:
+            obbt["time_limit"] = budget.obbt(float(obbt.get("time_limit", 10.0)))
+        nb = compute_bounds(problem, obbt, threads, cutoff,
                             start=None if box_nb is None else box_nb.pre)
         if box_nb is not None and not cached:
             nb.seconds += box_nb.seconds  # the first target pays for the box bounds
@@ -160,14 +216,26 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     return problem, s, nb, x0, wstats
 
 
+def _floor_seeds(problem: OPProblem, res: OPResult, x0: np.ndarray | None,
+                 pool: list[np.ndarray] | None, k: int = 8) -> list[np.ndarray]:
+    """Known good points to start the floor's search from: the solver's point, the
+    warm start and the last ``k`` improving incumbents of the MILP."""
+    seeds = [np.asarray(p, dtype=float) for p in (pool or [])[-k:]]
+    seeds += [np.asarray(v, dtype=float) for v in (res.x, x0) if v is not None]
+    return [v for v in seeds if v.shape == (problem.n_in,) and np.all(np.isfinite(v))]
+
+
 def apply_floor(mm: Metamodel, space: Space, problem: OPProblem, res: OPResult,
                 x0: np.ndarray | None, f0: float, s: Mapping[str, Any], wstats: dict[str, Any],
-                seed: int) -> OPResult:
-    """Never worse than local search: polish the solver's point with L-BFGS, run
-    the multi-start L-BFGS of the pool if it was deferred and the solve is not
-    proven optimal, and return the best of these and the warm-start pool.  The
-    bound stays the solver's (valid for every point); the gap shrinks with the
-    objective.  ``info['floor']`` says where the answer came from."""
+                seed: int, pool: list[np.ndarray] | None = None,
+                deadline: float | None = None) -> OPResult:
+    """Never worse than local search: polish the solver's point with L-BFGS and, when
+    the solve is not proven optimal, run the batched multi-start of
+    :mod:`.multistart` (hundreds of spread starts plus the MILP's incumbents and the
+    warm start as seeds, integers by neighbour moves) unless it already ran before
+    the solve; return the best of these and the warm-start pool.  The bound stays
+    the solver's (valid for every point); the gap shrinks with the objective.
+    ``info['floor']`` says where the answer came from and what it cost."""
     ws = s["warm_start"]
     if not ws.get("enabled", True):
         return res
@@ -180,21 +248,22 @@ def apply_floor(mm: Metamodel, space: Space, problem: OPProblem, res: OPResult,
         cands.append((fp, xp, "solver+polish"))
     if x0 is not None and np.isfinite(f0):
         cands.append((f0, np.asarray(x0, dtype=float), "warm_start_pool"))
-    if res.status != "optimal" and wstats.get("light") and int(ws.get("local", 5)) > 0:
-        xr, fr, _ = search_warm_start(problem, space, {**ws, "starts": 0},
-                                      rng(seed, "op", "floor_refine"), multistart=False)
-        if xr is not None:
-            cands.append((fr, xr, "refined_samples"))
+    floor: dict[str, Any] = {"solver_objective": milp_obj, "source": "solver", "seconds": 0.0}
     if res.status != "optimal" and not wstats.get("multistart_done") and \
             int(ws.get("starts", 0)) > 0:
-        xm, fm = multistart_lbfgs(problem, space, int(ws["starts"]),
-                                  rng(seed, "op", "floor_multistart"), int(ws.get("maxiter", 200)))
-        wstats["multistart_objective"] = fm
-        cands.append((fm, xm, "multistart"))
+        ms = batched_multistart(problem, rng(seed, "op", "floor_multistart"),
+                                starts=int(ws["starts"]), iters=int(ws.get("iters", 200)),
+                                polish=int(ws.get("polish", 4)),
+                                maxiter=int(ws.get("maxiter", 200)),
+                                seeds=_floor_seeds(problem, res, x0, pool), deadline=deadline)
+        wstats["multistart_objective"] = ms.objective
+        floor["multistart"] = {"starts": ms.starts, "seconds": round(ms.seconds, 4),
+                               "objective": ms.objective}
+        if np.isfinite(ms.objective):
+            cands.append((ms.objective, ms.x, "multistart"))
     if not cands:
         return res
     f_best, x_best, src = min(cands, key=lambda c: c[0])
-    floor = {"solver_objective": milp_obj, "source": "solver", "seconds": 0.0}
     if src != "solver" and f_best < milp_obj - 1e-12:
         x = np.clip(np.asarray(x_best, dtype=float), problem.lo, problem.hi)
         x[problem.integer] = np.round(x[problem.integer])
@@ -244,25 +313,36 @@ def optimize(mm: Metamodel, space: Space, target: Mapping[str, float],
              warm_start: np.ndarray | None = None, seed: int = 0) -> OPResult:
     """Minimise Σ_j w_j |M_j(x, c) - ẑ_j| / y_std_j over the tunables ``x`` in ``box``
     (default: the bounds at ``context``), integer inputs integer, linear domain
-    constraints respected.  See :class:`OPResult`."""
+    constraints respected, within the option set's ``time_limit`` for the whole
+    call.  See :class:`OPResult`."""
     t0 = time.perf_counter()
-    problem, s, nb, x0, wstats = prepare(mm, space, target, context, solver, box, weights,
-                                         warm_start, seed)
-    res = _solve(mm, space, problem, s, nb, x0, wstats, seed, t0)
-    f0 = wstats.get("used_objective")
-    return apply_floor(mm, space, problem, res, x0, np.inf if f0 is None else float(f0), s,
-                       wstats, seed)
+    budget = Budget(t0, float(solver_settings(solver)["time_limit"]))
+    with one_blas_thread():
+        problem, s, nb, x0, wstats = prepare(mm, space, target, context, solver, box, weights,
+                                             warm_start, seed, budget=budget)
+        res, pool = _solve(mm, space, problem, s, nb, x0, wstats, seed, t0, budget)
+        f0 = wstats.get("used_objective")
+        # the floor is fixed work (reproducible from the seed, whatever the load): the
+        # MILP's budget keeps FLOOR_SHARE of the limit for it
+        return apply_floor(mm, space, problem, res, x0, np.inf if f0 is None else float(f0),
+                           s, wstats, seed, pool)
 
 
 def _solve(mm: Metamodel, space: Space, problem: OPProblem, s: dict[str, Any], nb: NeuronBounds,
-           x0: np.ndarray | None, wstats: dict[str, Any], seed: int, t0: float) -> OPResult:
+           x0: np.ndarray | None, wstats: dict[str, Any], seed: int, t0: float,
+           budget: Budget | None = None) -> tuple[OPResult, list[np.ndarray] | None]:
+    """The backend solve; returns the result and the MILP's incumbents (tunables)."""
     info: dict[str, Any] = {"bounds": nb.summary(), "warm_start": wstats}
+    if budget is not None:
+        s = {**s, "time_limit": budget.solve()}
+        info["solve_time_limit"] = round(float(s["time_limit"]), 3)
     if wstats.get("trivial"):
         # no solver needed: the warm start is within mip_gap_abs of the bound 0
         info["solve_seconds"] = 0.0
         return finish(mm, space, problem, None, None, x0, None, "optimal", 0.0, 0,
                       time.perf_counter() - t0, s["backend"] if s["use_bounds"] or
-                      s["backend"] == "highs" else "gurobi-plain", float(s["check_tol"]), info)
+                      s["backend"] == "highs" else "gurobi-plain", float(s["check_tol"]),
+                      info), None
     if s["backend"] == "highs":
         from simcalib.metamodel.milp import highs_backend
 
@@ -274,8 +354,10 @@ def _solve(mm: Metamodel, space: Space, problem: OPProblem, s: dict[str, Any], n
         info["solve_seconds"] = raw.seconds
         x = raw.values[model.x] if raw.values is not None else None
         y = raw.values[model.y] if raw.values is not None else None
+        pool = [v[model.x] for v in raw.pool] if raw.pool else None
         return finish(mm, space, problem, model, raw.values, x, y, raw.status, raw.bound,
-                      raw.nodes, time.perf_counter() - t0, "highs", float(s["check_tol"]), info)
+                      raw.nodes, time.perf_counter() - t0, "highs", float(s["check_tol"]),
+                      info), pool
     from simcalib.metamodel.milp import gurobi_backend
 
     raw = gurobi_backend.solve_predictor(problem, nb, s, x0, seed)
@@ -283,4 +365,4 @@ def _solve(mm: Metamodel, space: Space, problem: OPProblem, s: dict[str, Any], n
     info["model"] = raw.model_size
     name = "gurobi" if s["use_bounds"] else "gurobi-plain"
     return finish(mm, space, problem, None, None, raw.x, raw.y, raw.status, raw.bound,
-                  raw.nodes, time.perf_counter() - t0, name, float(s["check_tol"]), info)
+                  raw.nodes, time.perf_counter() - t0, name, float(s["check_tol"]), info), None
