@@ -10,8 +10,8 @@ half of it (once per job, cached), the per-target bound tightening at most 30 % 
 what is left, the MILP the rest less a 10 % reserve for the floor, which runs only
 when the solve ends unproven.  The floor is fixed work (its result depends on the
 seed, not on the machine's load), sized to cost about what the benchmark's
-baselines cost, so on a very small limit it can overrun it.  The numpy work runs on one BLAS thread: its
-matrices are small, and a multi-threaded OpenBLAS spends more CPU synchronising
+baselines cost, so on a very small limit it can overrun it.  The numpy work runs on
+one BLAS thread: its matrices are small, and a multi-threaded OpenBLAS spends more CPU synchronising
 threads than computing (measured: 20-start L-BFGS 0.12 CPU-s on one thread, 1-2
 CPU-s on the default threads of a shared 2-core machine).
 """
