@@ -242,9 +242,10 @@ def test_arviz_diagnostics_are_written(two_mass_run):
     d = two_mass_run
     summ = pd.read_csv(d / "mos.csv")
     assert list(summ.columns[3:]) == ["parameter", "mean", "sd", "lower95", "upper95", "median",
-                                      "r_hat", "ess_bulk", "ess_tail", "converged"]
-    # the flag follows the thresholds exactly (R-hat <= 1.01 and bulk ESS >= 400)
-    expect = (summ["r_hat"] <= 1.01) & (summ["ess_bulk"] >= 400)
+                                      "r_hat", "ess_bulk", "ess_tail", "converged", "minor_mode"]
+    # the flag follows the thresholds exactly (R-hat <= 1.01 and bulk ESS >= 400, and
+    # no minor mode the chains explored too little)
+    expect = (summ["r_hat"] <= 1.01) & (summ["ess_bulk"] >= 400) & summ["minor_mode"].isna()
     assert (summ["converged"] == expect).all()
     assert np.all(summ["r_hat"] < 1.5) and np.all(summ["ess_bulk"] > 10)
     idata = read_netcdf(d / "mos.nc")

@@ -193,7 +193,8 @@ def test_until_converged_extends_to_cap_or_stops_when_converged():
     assert rec["burn_in_used"] >= 150
     assert res.chains[0].theta.shape[0] == 700 - rec["burn_in_used"]
     lax = SamplerConfig.from_dict({**base, "until_converged": {
-        "max_iterations": 5000, "block": 200, "r_hat": 1.5, "ess_bulk": 5}})
+        "max_iterations": 5000, "block": 200, "r_hat": 1.5, "ess_bulk": 5,
+        "minor_modes": False}})
     res = run(pb, lax, 2, ("u",))
     assert res.record["stop_reason"] == "converged" and res.record["converged"] is True
     assert res.record["iterations_run"] < 5000

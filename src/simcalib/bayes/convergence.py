@@ -33,6 +33,8 @@ class UntilConverged:
     block: int | None = None
     r_hat: float = R_HAT_MAX
     ess_bulk: float = ESS_BULK_MIN
+    #: also extend while a minor mode of theta is poorly explored (simcalib.bayes.modes)
+    minor_modes: bool = True
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None, iterations: int,
@@ -41,14 +43,15 @@ class UntilConverged:
             return None
         if not isinstance(d, Mapping):
             raise ConfigError(key, "must be a mapping with max_iterations (or null)")
-        extra = sorted(set(d) - {"max_iterations", "block", "r_hat", "ess_bulk"})
+        extra = sorted(set(d) - {"max_iterations", "block", "r_hat", "ess_bulk", "minor_modes"})
         if extra:
             raise ConfigError(f"{key}.{extra[0]}", "unknown key; allowed: "
-                              "['block', 'ess_bulk', 'max_iterations', 'r_hat']")
+                              "['block', 'ess_bulk', 'max_iterations', 'minor_modes', 'r_hat']")
         if "max_iterations" not in d:
             raise ConfigError(f"{key}.max_iterations", "required")
         uc = cls(int(d["max_iterations"]), None if d.get("block") is None else int(d["block"]),
-                 float(d.get("r_hat", R_HAT_MAX)), float(d.get("ess_bulk", ESS_BULK_MIN)))
+                 float(d.get("r_hat", R_HAT_MAX)), float(d.get("ess_bulk", ESS_BULK_MIN)),
+                 bool(d.get("minor_modes", True)))
         if uc.max_iterations < iterations:
             raise ConfigError(f"{key}.max_iterations",
                               f"must be >= sampler.iterations ({iterations})")

@@ -58,6 +58,7 @@ from simcalib.bayes.batched import (
     batch_cholesky,
 )
 from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX
+from simcalib.bayes.modes import poorly_explored
 from simcalib.bayes.protocol import HyperPrior
 from simcalib.errors import DataError
 from simcalib.progress import eta
@@ -519,8 +520,19 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
         discard = cfg.burn_in
         while True:
             if is_converged(r_hat, ess, until.r_hat, until.ess_bulk):
-                stop = "converged"
-                break
+                # R-hat and ESS judge the bulk; a minor mode a chain entered only a few
+                # times (or never) needs more iterations as well
+                modes = []
+                if until.minor_modes:
+                    th = state.draws(drop, keys=("theta",))["theta"][sampler.slices[0]]
+                    modes = poorly_explored({p: th[..., i] for i, p in
+                                             enumerate(sampler.pb.setting.params)})
+                if not modes:
+                    stop = "converged"
+                    break
+                extra["minor_mode_extensions"] = extra.get("minor_mode_extensions", 0) + 1
+                log.info("%s: R-hat and ESS pass, but %s: extending", label,
+                         modes[0].describe())
             if state.it >= until.max_iterations:
                 stop = "max_iterations"
                 break
@@ -562,7 +574,8 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
             record["batched_runs"] = len(pbs)
         record.update({"iterations_run": state.it, "burn_in_used": drop + cfg.burn_in,
                        "r_hat_max": r_hat, "ess_bulk_min": ess, "stop_reason": stop,
-                       "converged": is_converged(r_hat, ess, *thresholds)})
+                       "converged": stop == "converged" if until is not None
+                       else is_converged(r_hat, ess, *thresholds)})
         lanes = []
         for c in range(sl.start, sl.stop):
             lanes.append({"theta": dr["theta"][c], "log_gamma": dr["hyp"][c, :, 0],

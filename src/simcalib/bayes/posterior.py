@@ -20,6 +20,7 @@ import pandas as pd
 from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX, stable
 from simcalib.bayes.likelihood import Likelihood
 from simcalib.bayes.models import DISCREPANCY, HYPER
+from simcalib.bayes.modes import minor_modes
 from simcalib.bayes.sampler import RunResult
 from simcalib.errors import DataError
 from simcalib.io import atomic_path
@@ -27,7 +28,7 @@ from simcalib.io import atomic_path
 log = logging.getLogger(__name__)
 HYPER_NAMES = [HYPER["gamma"], HYPER["ell"], HYPER["sigma2"]]
 SUMMARY_COLUMNS = ["parameter", "mean", "sd", "lower95", "upper95", "median", "r_hat",
-                   "ess_bulk", "ess_tail", "converged"]
+                   "ess_bulk", "ess_tail", "converged", "minor_mode"]
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,9 @@ def posterior_summary(idata: Any, params: list[str], convergence: Convergence | 
               ) -> pd.DataFrame:
     """Per scalar variable (physical parameters, then the namespaced hyperparameters):
     mean, sd, equal-tailed 95% interval, median, rank-normalised R-hat, bulk and tail
-    ESS (ArviZ) and ``converged`` (R-hat and bulk ESS within ``convergence``; False
+    ESS (ArviZ), ``minor_mode`` (a separate mode the chains explored too little, which
+    R-hat does not see: :mod:`simcalib.bayes.modes`; empty when none) and
+    ``converged`` (R-hat and bulk ESS within ``convergence`` and no such mode; False
     with a single chain, where R-hat is undefined)."""
     az = _az()
     conv = convergence or Convergence()
@@ -201,14 +204,18 @@ def posterior_summary(idata: Any, params: list[str], convergence: Convergence | 
         diag = az.summary(idata, var_names=names, kind="diagnostics", round_to="none")
     rows = []
     for n in names:
-        x = np.asarray(post[n].values, dtype=np.float64).ravel()
+        chains = np.asarray(post[n].values, dtype=np.float64)
+        x = chains.ravel()
         q = np.quantile(x, [0.025, 0.5, 0.975])
         r_hat, ess = stable(diag.loc[n, "r_hat"]), stable(diag.loc[n, "ess_bulk"])
+        modes = [m for m in minor_modes(chains.reshape(chains.shape[0], -1), n)
+                 if m.poorly_explored] if chains.ndim >= 2 and chains.shape[0] > 1 else []
         rows.append({"parameter": n, "mean": x.mean(), "sd": x.std(ddof=1), "lower95": q[0],
                      "upper95": q[2], "median": q[1], "r_hat": r_hat, "ess_bulk": ess,
                      "ess_tail": stable(diag.loc[n, "ess_tail"]),
                      "converged": bool(np.isfinite(r_hat) and r_hat <= conv.r_hat
-                                       and ess >= conv.ess_bulk)})
+                                       and ess >= conv.ess_bulk and not modes),
+                     "minor_mode": "; ".join(m.describe() for m in modes)})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
@@ -221,7 +228,9 @@ def warn_unconverged(summary: pd.DataFrame, label: str,
         log.info("%s: converged (R-hat <= %g, bulk ESS >= %g for all %d variables)", label,
                  conv.r_hat, conv.ess_bulk, len(summary))
         return True
-    worst = ", ".join(f"{r.parameter} (R-hat {r.r_hat:.3f}, ESS {r.ess_bulk:.0f})"
+    worst = ", ".join(f"{r.parameter} (R-hat {r.r_hat:.3f}, ESS {r.ess_bulk:.0f}"
+                      + (f"; a minor mode explored too little: {r.minor_mode}"
+                         if isinstance(r.minor_mode, str) and r.minor_mode else "") + ")"
                       for r in bad.itertuples())
     log.warning("%s: NOT CONVERGED (need R-hat <= %g and bulk ESS >= %g): %s; run longer "
                 "chains (bayes.sampler.iterations) before trusting these numbers", label,
