@@ -201,10 +201,13 @@ def bayes_flags(results: Path, setting: str) -> list[Flag]:
         where = (f"{len(runs)} replication(s)" if any(f.parent.name.startswith("rep")
                                                       for f, _ in runs) else "the run")
         table = results / "bayes" / setting / "table_params.csv"
+        modes = [str(m) for m in bad.get("minor_mode", pd.Series(dtype=str)).dropna()
+                 if str(m).strip()]
+        mode = f"; a minor mode explored too little: {modes[0]}" if modes else ""
         out.append(Flag(f"Bayes {setting}", f"{method.upper()} chains NOT CONVERGED",
                         f"{where}, parameters {', '.join(params[:8])}"
-                        f"{' ...' if len(params) > 8 else ''}{_rhat_ess(bad)}: run longer "
-                        "chains (bayes.sampler.iterations or until_converged)",
+                        f"{' ...' if len(params) > 8 else ''}{_rhat_ess(bad)}{mode}: run "
+                        "longer chains (bayes.sampler.iterations or until_converged)",
                         str(table if table.is_file() else runs[0][0])))
     return out
 
