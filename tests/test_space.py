@@ -113,7 +113,9 @@ def test_proximity_box_clips_and_keeps_integers() -> None:
     anchor = np.array([2.4, 0.6, 9.0, 2.0, 1.0])
     lo, hi = space.proximity_box(anchor, 0.1)
     assert hi[0] == pytest.approx(2.5) and lo[0] == pytest.approx(2.25)
-    assert lo[2] == 9 and hi[2] == 9  # 9 +- 0.5 = [8.5, 9.5] holds the integer 9 only
+    # 9 +- 0.5 = [8.5, 9.5] holds the integer 9 only; the box keeps its neighbours 8, 10
+    assert lo[2] == 8 and hi[2] == 10
+    assert lo[3] == 1 and hi[3] == 3   # anchor 2: neighbours 1 and 3
     lo, hi = space.proximity_box(anchor, 0.3)  # 9 +- 1.5 -> [7.5, 10] -> integers 8..10
     assert lo[2] == 8 and hi[2] == 10
     assert np.all(lo[[2, 3]] == np.round(lo[[2, 3]]))
@@ -121,6 +123,22 @@ def test_proximity_box_clips_and_keeps_integers() -> None:
     np.testing.assert_allclose(full_lo, space.bounds()[0])
     with pytest.raises(ConfigError, match="proximity"):
         space.proximity_box(anchor, 0.0)
+
+
+def test_proximity_box_frees_integer_neighbours_within_bounds() -> None:
+    """However small R is, an integer input may move one step either way (issue 26:
+    PtS could not leave an integer value at which every run failed), never past its
+    bounds; continuous inputs keep paper 1's box."""
+    space = build_space(FLU)
+    lo_b, hi_b = space.bounds()
+    anchor = np.array([1.7, 0.6, float(hi_b[2]), float(lo_b[3]), 1.0])
+    lo, hi = space.proximity_box(anchor, 0.001)
+    assert (lo[2], hi[2]) == (hi_b[2] - 1, hi_b[2])     # at the upper bound: one side
+    assert (lo[3], hi[3]) == (lo_b[3], lo_b[3] + 1)     # at the lower bound: one side
+    half = 0.001 * (hi_b[0] - lo_b[0])
+    assert lo[0] == pytest.approx(1.7 - half) and hi[0] == pytest.approx(1.7 + half)
+    X = space.sample_tunables(400, np.random.default_rng(0), box=(lo, hi))
+    assert set(X[space.tunable_names[2]]) == {hi_b[2] - 1, hi_b[2]}
 
 
 @pytest.mark.parametrize(

@@ -303,6 +303,11 @@ def test_trust_region_edge_ignores_pinned_inputs_and_global_bounds():
     assert at_region_edge(np.array([5.0, 1.9, 3.0]), box, bounds)
     # near a side that is the global bound: nothing lies beyond it
     assert not at_region_edge(np.array([5.0, 0.1, 3.0]), box, bounds)
+    # an integer input whose box is only the anchor's neighbours (2..4) moves by itself
+    ibox = (np.array([4.0, 0.0, 2.0]), np.array([6.0, 2.0, 4.0]))
+    integer = np.array([False, False, True])
+    assert not at_region_edge(np.array([5.0, 1.0, 4.0]), ibox, bounds, integer=integer)
+    assert at_region_edge(np.array([5.0, 1.0, 4.0]), ibox, bounds)
 
 
 def test_adaptive_small_budget_gets_fewer_rounds(study, targets):

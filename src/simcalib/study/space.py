@@ -167,7 +167,14 @@ class Space:
                       context: Mapping[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Paper 1's proximity box: half-width ``radius * (ub - lb)`` per input around
         ``anchor`` (bounds at ``context``), clipped to the bounds; integer inputs get
-        integer box ends.  Raises if the box is empty after rounding."""
+        integer box ends.  Raises if the box is empty after rounding.
+
+        An integer input's box always holds the anchor's value and its two neighbours
+        a - 1 and a + 1 (within the bounds), however small ``radius`` is.  Why: paper
+        1's box at R = 1/20 is narrower than one step of most integer inputs, so the
+        rounded box would pin the input at the anchor's value and no strategy that
+        searches a box (PtS, StP, adaptive's trust region) could leave a bad integer,
+        e.g. one at which every run fails (issue 26)."""
         if not 0.0 < radius <= 1.0:
             raise ConfigError("proximity", f"must lie in (0, 1], got {radius}")
         lo, hi = self.bounds(context)
@@ -179,9 +186,10 @@ class Space:
         im = self.integer_mask
         blo[im], bhi[im] = np.ceil(blo[im] - 1e-9), np.floor(bhi[im] + 1e-9)
         if im.any():
-            # an integer anchor always keeps its own value inside the box
-            a = np.clip(np.round(anchor[im]), lo[im], hi[im])
-            blo[im], bhi[im] = np.minimum(blo[im], a), np.maximum(bhi[im], a)
+            # an integer anchor keeps its own value and both neighbours inside the box
+            a = np.clip(np.round(anchor[im]), np.ceil(lo[im] - 1e-9), np.floor(hi[im] + 1e-9))
+            blo[im] = np.maximum(np.minimum(blo[im], a - 1), np.ceil(lo[im] - 1e-9))
+            bhi[im] = np.minimum(np.maximum(bhi[im], a + 1), np.floor(hi[im] + 1e-9))
         empty = blo > bhi + 1e-12
         if empty.any():
             names = [n for n, e in zip(self.tunable_names, empty, strict=True) if e]

@@ -69,15 +69,20 @@ def _fine_tuned(p: TargetRun, mm: Any) -> Any:
 
 
 def at_region_edge(x: np.ndarray, box: tuple[np.ndarray, np.ndarray],
-                   bounds: tuple[np.ndarray, np.ndarray], margin: float = 0.1) -> bool:
+                   bounds: tuple[np.ndarray, np.ndarray], margin: float = 0.1,
+                   integer: np.ndarray | None = None) -> bool:
     """Whether ``x`` lies in the outer ``margin`` of the trust region ``box`` on a side
     the optimum could lie beyond.  A side that is the input's global bound does not
-    count (nothing lies outside it), nor does an input the box pins to one value (an
-    integer input in a small box), which would otherwise count as "at the edge" always
-    and make the region grow after every improvement."""
+    count (nothing lies outside it), nor does an input the box pins to one value, nor
+    an ``integer`` input whose box is only the anchor and its two neighbours (the
+    floor of :meth:`Space.proximity_box`): the next round's box is centred on the best
+    run and so moves such an input on by itself; counting it would grow the region
+    after every integer step."""
     lo, hi = box
     glo, ghi = bounds
     free = hi > lo
+    if integer is not None:
+        free &= ~(np.asarray(integer, dtype=bool) & (hi - lo <= 2 + 1e-9))
     span = np.where(free, hi - lo, 1.0)
     u = (np.asarray(x, dtype=float) - lo) / span
     low_side = free & (u < margin) & (lo > glo + 1e-12)
@@ -116,7 +121,8 @@ def strategy_adaptive(p: TargetRun) -> dict[str, Any]:
         if best is not None:
             # grow when the best point sits at the edge of the region (the optimum may
             # lie outside), keep it on interior progress, shrink when nothing improved
-            if improved and at_region_edge(best["x"], box, p.bounds()):
+            if improved and at_region_edge(best["x"], box, p.bounds(),
+                                                     integer=p.space.integer_mask):
                 radius = min(1.0, radius * float(a["grow"]))
             elif not improved:
                 radius = max(float(a["min_proximity"]), radius * float(a["shrink"]))
