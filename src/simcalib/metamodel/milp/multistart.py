@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import qmc
 
+from simcalib.metamodel.milp.localsearch import local_refine
 from simcalib.metamodel.milp.problem import OPProblem
-from simcalib.metamodel.milp.warmstart import local_refine
 
 
 @dataclass

@@ -39,7 +39,7 @@ from simcalib.metamodel.milp.problem import (
     check_forward,
     full_inputs,
 )
-from simcalib.metamodel.milp.warmstart import local_refine
+from simcalib.metamodel.milp.localsearch import local_refine
 from simcalib.metamodel.milp.warmstart import warm_start as search_warm_start
 from simcalib.metamodel.model import Metamodel
 from simcalib.seeds import rng

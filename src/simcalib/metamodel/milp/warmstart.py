@@ -22,34 +22,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 
 from simcalib.errors import ConfigError
+from simcalib.metamodel.milp.localsearch import local_refine
+from simcalib.metamodel.milp.multistart import batched_multistart
 from simcalib.metamodel.milp.problem import OPProblem
 from simcalib.study.space import Space
-
-
-def objective_and_grad(problem: OPProblem, x: np.ndarray) -> tuple[float, np.ndarray]:
-    """Σ w |y(x) - ẑ| and a (sub)gradient with respect to the raw tunables."""
-    acts = [np.asarray(x, dtype=float)]
-    pre = []
-    a = acts[0]
-    for i, (W, b) in enumerate(problem.layers):
-        z = W @ a + b
-        pre.append(z)
-        if i < len(problem.layers) - 1:
-            a = np.maximum(z, 0.0)
-            acts.append(a)
-    y = pre[-1]
-    r = y - problem.target_scaled
-    f = float(np.abs(r) @ problem.weights)
-    g = problem.weights * np.sign(r)
-    for i in range(len(problem.layers) - 1, -1, -1):
-        W, _ = problem.layers[i]
-        g = g @ W
-        if i > 0:
-            g = g * (pre[i - 1] > 0)
-    return f, g
 
 
 def sample_search(problem: OPProblem, space: Space, n: int, rng: np.random.Generator,
@@ -75,70 +53,6 @@ def sample_search(problem: OPProblem, space: Space, n: int, rng: np.random.Gener
     return X[order], f[order]
 
 
-def _continuous(problem: OPProblem, x0: np.ndarray, maxiter: int) -> np.ndarray:
-    cont = ~problem.integer
-    if not cont.any():
-        return x0
-    xf = x0.copy()
-
-    def fun(v: np.ndarray) -> tuple[float, np.ndarray]:
-        xf[cont] = v
-        f, g = objective_and_grad(problem, xf)
-        return f, g[cont]
-
-    bounds = list(zip(problem.lo[cont], problem.hi[cont], strict=True))
-    if len(problem.A):
-        A = problem.A
-        cons = []
-        for a, r, eq in zip(A, problem.rhs, problem.equality, strict=True):
-            fixed = float(a[~cont] @ x0[~cont])
-            ac = a[cont]
-            cons.append({"type": "eq" if eq else "ineq",
-                         "fun": (lambda v, ac=ac, r=r, fixed=fixed: r - fixed - ac @ v),
-                         "jac": (lambda v, ac=ac: -ac)})
-        res = minimize(fun, x0[cont], jac=True, method="SLSQP", bounds=bounds,
-                       constraints=cons, options={"maxiter": maxiter})
-    else:
-        res = minimize(fun, x0[cont], jac=True, method="L-BFGS-B", bounds=bounds,
-                       options={"maxiter": maxiter})
-    out = x0.copy()
-    out[cont] = np.clip(res.x, problem.lo[cont], problem.hi[cont])
-    return out
-
-
-def local_refine(problem: OPProblem, x0: np.ndarray, maxiter: int = 200, rounds: int = 5
-                 ) -> tuple[np.ndarray, float]:
-    """Continuous polish plus integer ±1 moves; never returns a worse or infeasible
-    point than ``x0`` (assumed feasible)."""
-    best = np.asarray(x0, dtype=float).copy()
-    best_f = float(problem.objective(best)[0])
-    ints = np.nonzero(problem.integer)[0]
-    for _ in range(rounds):
-        improved = False
-        cand = _continuous(problem, best, maxiter)
-        if problem.feasible(cand)[0]:
-            fc = float(problem.objective(cand)[0])
-            if fc < best_f - 1e-12:
-                best, best_f, improved = cand, fc, True
-        if len(ints):
-            moves = []
-            for j in ints:
-                for step in (-1.0, 1.0):
-                    c = best.copy()
-                    c[j] += step
-                    moves.append(c)
-            M = np.array(moves)
-            ok = problem.feasible(M)
-            if ok.any():
-                fm = problem.objective(M[ok])
-                i = int(np.argmin(fm))
-                if fm[i] < best_f - 1e-12:
-                    best, best_f, improved = M[ok][i], float(fm[i]), True
-        if not improved:
-            break
-    return best, best_f
-
-
 def multistart_lbfgs(problem: OPProblem, space: Space, starts: int, rng: np.random.Generator,
                      maxiter: int = 200) -> tuple[np.ndarray, float]:
     """The benchmark baseline: local refinement from ``starts`` random feasible points."""
@@ -155,8 +69,6 @@ def multistart_lbfgs(problem: OPProblem, space: Space, starts: int, rng: np.rand
 
 def _batched(problem: OPProblem, cfg: Mapping[str, Any], rng: np.random.Generator,
              seeds: list[np.ndarray]) -> tuple[np.ndarray, float]:
-    from simcalib.metamodel.milp.multistart import batched_multistart
-
     r = batched_multistart(problem, rng, starts=int(cfg["starts"]),
                            iters=int(cfg.get("iters", 200)), polish=int(cfg.get("polish", 4)),
                            maxiter=int(cfg.get("maxiter", 200)), seeds=seeds)
