@@ -31,6 +31,7 @@ from simcalib.errors import ConfigError
 from simcalib.metamodel.milp.bounds import NeuronBounds, compute_bounds, interval_bounds
 from simcalib.metamodel.milp.boxbounds import box_bounds
 from simcalib.metamodel.milp.formulation import MILPModel, build_milp
+from simcalib.metamodel.milp.localsearch import local_refine
 from simcalib.metamodel.milp.multistart import batched_multistart
 from simcalib.metamodel.milp.problem import (
     OPProblem,
@@ -39,7 +40,6 @@ from simcalib.metamodel.milp.problem import (
     check_forward,
     full_inputs,
 )
-from simcalib.metamodel.milp.localsearch import local_refine
 from simcalib.metamodel.milp.warmstart import warm_start as search_warm_start
 from simcalib.metamodel.model import Metamodel
 from simcalib.seeds import rng
