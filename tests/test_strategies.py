@@ -18,6 +18,7 @@ import pytest
 from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel import strategies as st
 from simcalib.metamodel.strategies.adaptive import at_region_edge, round_sizes
+from simcalib.metamodel.strategies.summary import trust_warnings
 from simcalib.simulators.rosenbrock import rosenbrock
 from simcalib.study import Study
 from simcalib.study.simulation import simulate_rows
@@ -341,3 +342,40 @@ def test_anchors_reuse_points_mm_optimize_solved(study, targets):
     fresh = st.compute_anchors(study, FakeMM(), targets, {}, SEED, optimize_fn=counting)
     assert len(calls) == 1 + len(targets)
     assert np.isfinite(fresh[["x_x", "x_y"]].to_numpy()).all()
+
+
+def _rec(errors: list[float]) -> pd.DataFrame:
+    n = len(errors)
+    return pd.DataFrame({"target_id": range(n), "error": errors, "predicted_error": errors,
+                         "runs": [4] * n, "failed_runs": [4 if np.isnan(e) else 0
+                                                          for e in errors],
+                         "seconds": [0.1] * n})
+
+
+def test_failed_targets_are_named_and_comparisons_use_common_targets():
+    """pts failed target 2 (no successful run); rs calibrated all four: the reduction
+    compares the three targets both calibrated, and a warning says so."""
+    recs = {"rs": _rec([1.0, 2.0, 3.0, 10.0]), "pts": _rec([0.5, 1.0, np.nan, 1.5])}
+    summ = st.summarize(recs).set_index("strategy")
+    assert summ.loc["pts", "failed_targets"] == 1
+    assert summ.loc["pts", "failed_target_ids"] == "2"
+    assert summ.loc["rs", "failed_target_ids"] == ""
+    assert (summ["compared_targets"] == 3).all()
+    assert summ.loc["rs", "mean_error_compared"] == pytest.approx((1 + 2 + 10) / 3)
+    assert summ.loc["pts", "mean_error_compared"] == pytest.approx(1.0)
+    assert summ.loc["pts", "reduction_vs_rs"] == pytest.approx(1 - 1.0 / (13 / 3))
+    assert summ.loc["rs", "mean_error"] == pytest.approx(4.0)   # its own targets
+    lines = trust_warnings(summ.reset_index())
+    assert any("pts: target(s) 2" in line and "3 target(s)" in line for line in lines)
+    # nothing failed: the compared errors are the plain ones, no warning
+    ok = st.summarize({"rs": _rec([1.0, 2.0]), "pts": _rec([0.5, 1.0])})
+    assert (ok["mean_error_compared"] == ok["mean_error"]).all()
+    assert trust_warnings(ok) == []
+
+
+def test_report_names_failed_targets():
+    from simcalib.report.sections import paper1_trust_lines
+
+    summ = st.summarize({"rs": _rec([1.0, 2.0, 3.0]), "pts": _rec([0.5, np.nan, 1.0])})
+    lines = paper1_trust_lines(summ)
+    assert any("pts: target(s) 1" in line and "2 targets" in line for line in lines)

@@ -95,6 +95,13 @@ def paper1_trust_lines(summ: pd.DataFrame) -> list[str]:
                         if r.op_unproven > 0)
         out.append(f"**WARNING:** OP solves not proven optimal (time limit, solver error or "
                    f"fallback): {bad}.")
+    if "failed_targets" in summ and (summ["failed_targets"] > 0).any():
+        bad = "; ".join(f"{r.strategy}: target(s) {getattr(r, 'failed_target_ids', '') or '?'}"
+                        for r in summ.itertuples() if r.failed_targets > 0)
+        n = (f" the {int(summ['compared_targets'].iloc[0])} targets every strategy "
+             "calibrated" if "compared_targets" in summ else " the common targets")
+        out.append(f"**WARNING:** no successful run, so no calibrated point, for {bad}. "
+                   f"Reductions vs RS compare{n} (`*_compared` columns).")
     if "median_distance" not in summ:
         out.append("Targets are observed data: the true inputs are unknown, so only the "
                    "re-simulated misfit Δ is reported (no distance to the truth).")

@@ -15,8 +15,9 @@ from simcalib.metamodel.trust import MetamodelTrust
 
 SUMMARY_COLUMNS = ["strategy", "median_error", "mean_error", "reduction_vs_rs",
                    "median_reduction_vs_rs", "runs", "targets", "failed_targets",
-                   "failed_runs", "median_predicted_error", "mean_predicted_error",
-                   "median_distance", "mean_seconds"]
+                   "failed_target_ids", "compared_targets", "mean_error_compared",
+                   "median_error_compared", "failed_runs", "median_predicted_error",
+                   "mean_predicted_error", "median_distance", "mean_seconds"]
 # trust signals (appended when the metamodel's metrics are given): the metamodel's worst
 # test R2 over outputs, the threshold, whether it passes, and OP solves per strategy
 # that ended without a proof of optimality (time limit, solver error, fallback)
@@ -29,6 +30,15 @@ def trust_warnings(summary: pd.DataFrame, trust: MetamodelTrust | None = None) -
     line = trust.warning() if trust is not None else None
     if line:
         out.append(line)
+    if "failed_targets" in summary and (summary["failed_targets"] > 0).any():
+        bad = summary[summary["failed_targets"] > 0]
+        who = "; ".join(f"{r['strategy']}: target(s) {r['failed_target_ids']}"
+                        for _, r in bad.iterrows())
+        n = int(summary["compared_targets"].iloc[0]) if "compared_targets" in summary else 0
+        out.append(f"no successful run, so no calibrated point, for {who}; the reductions "
+                   f"vs rs and the *_compared errors use only the {n} target(s) every "
+                   "strategy calibrated (mean_error and median_error are over each "
+                   "strategy's own calibrated targets)")
     if "op_unproven" in summary:
         bad = summary[summary["op_unproven"] > 0]
         for _, r in bad.iterrows():
@@ -47,14 +57,29 @@ def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs",
 
     ``reduction_vs_rs`` = 1 - mean_error / mean_error(rs) (0.46 means 46 % below RS);
     ``median_reduction_vs_rs`` the same on medians; ``runs`` the mean runs per target.
-    Errors of failed targets are NaN and left out of the statistics but counted in
-    ``failed_targets``."""
+    A *failed target* (no successful run, so no calibrated point: its error is NaN)
+    is counted in ``failed_targets`` and named in ``failed_target_ids``.  So that no
+    comparison mixes target sets, ``compared_targets`` counts the targets every
+    strategy of the table calibrated, ``mean_error_compared`` and
+    ``median_error_compared`` are each strategy's errors on exactly those, and the
+    reductions vs RS are computed from them (equal to the plain ones when nothing
+    failed); :func:`trust_warnings` says so in a line naming targets and strategies."""
     known = names()
     order = [s for s in known if s in records] + [s for s in records if s not in known]
+    solved: set[int] | None = None
+    for s in order:
+        df = records[s]
+        ok = set(df.loc[np.isfinite(df["error"].to_numpy(dtype=float)), "target_id"]
+                 .astype(int)) if "target_id" in df else set(range(len(df)))
+        solved = ok if solved is None else solved & ok
+    common = sorted(solved or set())
     rows = []
     for s in order:
         df = records[s]
         e = df["error"].to_numpy(dtype=float)
+        ids = (df["target_id"].astype(int).to_numpy() if "target_id" in df
+               else np.arange(len(df)))
+        ec = e[np.isin(ids, common)]
         pe = df["predicted_error"].to_numpy(dtype=float)
         rows.append({
             "strategy": s,
@@ -63,6 +88,10 @@ def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs",
             "runs": float(df["runs"].mean()),
             "targets": int(len(df)),
             "failed_targets": int((~np.isfinite(e)).sum()),
+            "failed_target_ids": ";".join(str(int(i)) for i in ids[~np.isfinite(e)]),
+            "compared_targets": len(common),
+            "mean_error_compared": float(np.mean(ec)) if len(ec) else np.nan,
+            "median_error_compared": float(np.median(ec)) if len(ec) else np.nan,
             "failed_runs": int(df["failed_runs"].sum()),
             "median_predicted_error": float(np.nanmedian(pe)) if np.isfinite(pe).any()
             else np.nan,
@@ -82,9 +111,11 @@ def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs",
     out = pd.DataFrame(rows)
     base = out[out["strategy"] == baseline]
     if len(base):
-        m, md = float(base["mean_error"].iloc[0]), float(base["median_error"].iloc[0])
-        out["reduction_vs_rs"] = 1.0 - out["mean_error"] / m if m > 0 else np.nan
-        out["median_reduction_vs_rs"] = 1.0 - out["median_error"] / md if md > 0 else np.nan
+        m = float(base["mean_error_compared"].iloc[0])
+        md = float(base["median_error_compared"].iloc[0])
+        out["reduction_vs_rs"] = 1.0 - out["mean_error_compared"] / m if m > 0 else np.nan
+        out["median_reduction_vs_rs"] = (1.0 - out["median_error_compared"] / md if md > 0
+                                         else np.nan)
     else:
         out["reduction_vs_rs"] = np.nan
         out["median_reduction_vs_rs"] = np.nan
@@ -95,7 +126,7 @@ def summarize(records: Mapping[str, pd.DataFrame], baseline: str = "rs",
     if trust is not None:
         for c, v in trust.columns().items():
             out[c] = v
-        cols += TRUST_COLUMNS
+        cols += TRUST_COLUMNS + [c for c in trust.columns() if c not in TRUST_COLUMNS]
     return out[cols]
 
 
