@@ -10,7 +10,7 @@ include: "helpers/metamodel.smk"
 
 rule mm_train:
     input:
-        "results/{study}/dataset.csv",
+        unpack(mm_train_inputs),
     output:
         model="results/{study}/metamodel/model.pt",
         meta="results/{study}/metamodel/metamodel.json",
@@ -27,9 +27,10 @@ rule mm_train:
     params:
         cfg=mm_train_params,
         seed=config["seed"],
+        probe=probe_arg,
     shell:
         "python -m simcalib mm-train --study {wildcards.study} --params {params.cfg:q} "
-        "--seed {params.seed} --dataset {input} --threads {threads} "
+        "--seed {params.seed} --dataset {input.dataset} {params.probe} --threads {threads} "
         "--output-dir results/{wildcards.study}/metamodel > {log} 2>&1"
 
 

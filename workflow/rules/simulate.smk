@@ -83,6 +83,32 @@ rule sim_merge:
         "--output-summary {output.summary} > {log} 2>&1"
 
 
+# The simulator's replicate noise (noise.probe design rows run once more): the
+# metamodel's noise ceiling, against which its trust flag is judged.
+rule sim_noise:
+    input:
+        "results/{study}/dataset.csv",
+    output:
+        "results/{study}/noise_probe.csv",
+    log:
+        "results/logs/{study}/sim_noise.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/sim_noise.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
+    threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    params:
+        cfg=study_params(*NOISE_KEYS),
+        seed=config["seed"],
+    shell:
+        "python -m simcalib sim-noise --study {wildcards.study} --params {params.cfg:q} "
+        "--seed {params.seed} --dataset {input} --threads {threads} --output {output} "
+        "> {log} 2>&1"
+
+
 wildcard_constraints:
     tset="targets(_[A-Za-z0-9_]+)?",
 

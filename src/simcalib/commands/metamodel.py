@@ -27,6 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output-dir", dest="outdir", required=True,
                    help="directory to write model.pt and metamodel.json into")
     p.add_argument("--threads", type=int, help="torch threads (default: metamodel.threads)")
+    p.add_argument("--noise-probe", dest="noise_probe",
+                   help="sim-noise's probe CSV: the replicate noise the trust flag is judged "
+                   "against (noise ceiling); with replicates the dataset's <output>_sd "
+                   "columns give it without a probe")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("mm-optimize", help="Optimally-Predict every target of a targets file",
@@ -44,28 +48,51 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_optimize)
 
 
-def _train_params(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[str]]:
+def _train_params(args: argparse.Namespace
+                  ) -> tuple[dict[str, Any], list[str], list[str], dict[str, Any]]:
+    """(metamodel section, inputs, outputs, noise facts {stochastic, replicates})."""
     if args.config:
         from simcalib.config import load_config
         from simcalib.study.model import build_study
+        from simcalib.study.noise import noise_facts
 
         study = build_study(load_config(args.config), args.study)
-        return dict(study.cfg.get("metamodel") or {}), study.input_names, study.outputs
+        return (dict(study.cfg.get("metamodel") or {}), study.input_names, study.outputs,
+                noise_facts(study.cfg))
     p = load_params(args.params)
     for key in ("inputs", "outputs"):
         if not p.get(key):
             raise ConfigError(f"--params.{key}", "missing or empty")
-    return dict(p.get("metamodel") or {}), list(p["inputs"]), list(p["outputs"])
+    return (dict(p.get("metamodel") or {}), list(p["inputs"]), list(p["outputs"]),
+            dict(p.get("noise") or {}))
+
+
+def _noise(args: argparse.Namespace, facts: dict[str, Any], df: Any,
+           outputs: list[str]) -> dict[str, Any] | None:
+    """The replicate-noise estimate for training: the probe's, else the dataset's
+    replicate spreads; None when neither exists."""
+    from simcalib.study.noise import is_stochastic, noise_from_probe, noise_from_replicates
+
+    est = None
+    if args.noise_probe:
+        est = noise_from_probe(io.read_csv(args.noise_probe, ["pair"]), outputs)
+    else:
+        est = noise_from_replicates(df, outputs, int(facts.get("replicates", 1) or 1))
+    if est is None:
+        return None
+    est["stochastic"] = is_stochastic(facts.get("stochastic"), est)
+    return est
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from simcalib.metamodel.training import train_metamodel
 
-    cfg, inputs, outputs = _train_params(args)
+    cfg, inputs, outputs, facts = _train_params(args)
     if args.threads:
         cfg["threads"] = args.threads
     df = io.read_csv(args.dataset, required=[*inputs, *outputs])
-    mm, metrics = train_metamodel(df, inputs, outputs, cfg, seed_from_args(args), args.study)
+    mm, metrics = train_metamodel(df, inputs, outputs, cfg, seed_from_args(args), args.study,
+                                  noise=_noise(args, facts, df, outputs))
     mm.save(args.outdir)
     r2 = ", ".join(f"{k} {v:.4f}" for k, v in metrics["test_r2"].items())
     line = (f"{args.study}: metamodel {cfg.get('hidden', mm.hidden)} trained in "
@@ -78,8 +105,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         sv = metrics["solvable"]
         line += (f"; solvable training {'applied' if sv['applied'] else 'NOT applied'} "
                  f"(max test R2 drop vs plain {sv['test_r2_max_drop']:.4f})")
+    if metrics.get("noise"):
+        ceil = metrics["noise"]["ceiling"]
+        line += ("; noise ceiling (max R2 the simulator's noise allows): "
+                 + ", ".join(f"{k} {v:.3f}" for k, v in ceil.items()))
     if metrics.get("low_r2_outputs"):
-        line += f"; WARNING: test R2 below min_r2 for {metrics['low_r2_outputs']}"
+        what = ("explainable share (R2 / noise ceiling)" if metrics.get("noise")
+                else "test R2")
+        line += f"; WARNING: {what} below min_r2 for {metrics['low_r2_outputs']}"
     log.info(line)
     print(line)
     return 0

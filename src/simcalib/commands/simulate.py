@@ -70,6 +70,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", required=True, help="targets CSV to write")
     p.set_defaults(func=cmd_targets)
 
+    p = sub.add_parser("sim-noise", help="measure the simulator's replicate noise (a probe)",
+                       description="Re-run noise.probe design rows of the dataset once with "
+                       "fresh seeds and write one row per pair (design run and re-run): the "
+                       "metamodel's noise ceiling and the trust flag are judged from it.")
+    add_study_args(p)
+    p.add_argument("--dataset", required=True, help="dataset CSV (from sim-merge)")
+    p.add_argument("--pairs", type=int, help="design rows to re-run (default: noise.probe)")
+    p.add_argument("--threads", type=int, default=1, help="parallel simulator runs")
+    p.add_argument("--output", required=True, help="probe CSV to write")
+    p.set_defaults(func=cmd_noise_probe)
+
 
 def cmd_design(args: argparse.Namespace) -> int:
     from simcalib.study.simulation import make_design
@@ -160,4 +171,26 @@ def cmd_targets(args: argparse.Namespace) -> int:
     io.write_csv(out, args.output)
     bad = int((out["status"] != "ok").sum())
     log.info("%s: %d targets (%d failed) -> %s", study.name, len(out), bad, args.output)
+    return 0
+
+
+def cmd_noise_probe(args: argparse.Namespace) -> int:
+    from simcalib.errors import ConfigError
+    from simcalib.study.noise import noise_from_probe, probe_pairs, run_probe
+
+    study = study_from_args(args)
+    k = int(args.pairs if args.pairs is not None else probe_pairs(study.cfg))
+    if k < 2:
+        raise ConfigError(f"{study.key}.noise.probe", f"the probe needs >= 2 pairs, got {k}")
+    dataset = io.read_csv(args.dataset, required=["run_id", *study.input_names,
+                                                  *study.outputs])
+    out = run_probe(study, dataset, k, seed_from_args(args), threads=args.threads)
+    io.write_csv(out, args.output)
+    est = noise_from_probe(out, study.outputs)
+    sd = ", ".join(f"{o} {v ** 0.5:.3g}" for o, v in est["var"].items())
+    line = (f"{study.name}: noise probe, {est['pairs']} pairs ({est['runs']} runs, "
+            f"{est['failed_runs']} failed); replicate noise sd per output: {sd} -> "
+            f"{args.output}")
+    log.info(line)
+    print(line)
     return 0

@@ -158,13 +158,18 @@ def heldout_rows(df: pd.DataFrame, mm: Metamodel, seed: int) -> pd.DataFrame:
 
 
 def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: Sequence[str],
-                    cfg: Mapping[str, Any], seed: int, study: str = ""
-                    ) -> tuple[Metamodel, dict[str, Any]]:
+                    cfg: Mapping[str, Any], seed: int, study: str = "",
+                    noise: Mapping[str, Any] | None = None) -> tuple[Metamodel, dict[str, Any]]:
     """Train a metamodel on the ``status == 'ok'`` rows of ``df``.
 
     Split, weight init and minibatch order all derive from ``(seed, 'metamodel',
     study)``, so a rerun gives the same network.  Returns the metamodel and its
-    metrics (``test_r2`` and ``test_mae`` per output, ``val_loss``, epochs, seconds)."""
+    metrics (``test_r2`` and ``test_mae`` per output, ``val_loss``, epochs, seconds).
+
+    ``noise``: the simulator's replicate noise (:mod:`simcalib.study.noise`, a dict
+    with ``var`` per output); recorded as ``noise`` with each output's noise ceiling
+    and explainable share on the test split, which the trust flag then judges
+    (:mod:`simcalib.metamodel.trust`)."""
     c = _cfg(cfg)
     _check_cfg(c)
     X, Y = _clean(df, input_names, output_names, "dataset")
@@ -210,10 +215,15 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     resid = Y[te] - P
     resid_cov = resid.T @ resid / max(1, len(te))
     min_r2 = float(c["min_r2"])
-    low = trust.weak_outputs(dict(zip(output_names, r2, strict=True)), min_r2)
-    verdict = trust.MetamodelTrust(float(r2.min()), min_r2, low)
+    r2_by = dict(zip(output_names, r2.tolist(), strict=True))
+    noise_rec = noise_record(noise, Y[te], output_names, r2_by) if noise else None
+    verdict = trust.judge({"test_r2": r2_by, "min_r2": min_r2,
+                           **({"noise": noise_rec} if noise_rec else {})})
+    low = verdict.weak_outputs
     if not verdict.ok:
         log.warning(verdict.warning(study or "metamodel"))
+    elif verdict.note(study or "metamodel"):
+        log.info(verdict.note(study or "metamodel"))
     metrics: dict[str, Any] = {
         "test_r2": {o: float(v) for o, v in zip(output_names, r2, strict=True)},
         "test_mae": {o: float(v) for o, v in zip(output_names, mae, strict=True)},
@@ -226,6 +236,8 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
         "train_seconds": round(seconds, 3),
         **fit,
     }
+    if noise_rec is not None:
+        metrics["noise"] = noise_rec
     if solv is not None:
         plain = np.array(solv["plain_test_r2"])
         solv["plain_test_r2"] = {o: float(v) for o, v in zip(output_names, plain, strict=True)}
@@ -244,6 +256,20 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     log.info("%s: trained %s in %.1f s (%d epochs); min test R2 %.4f", study or "metamodel",
              c["hidden"], seconds, fit["epochs_run"], r2.min())
     return mm, metrics
+
+
+def noise_record(noise: Mapping[str, Any], Y_test: np.ndarray, output_names: Sequence[str],
+                 test_r2: Mapping[str, float]) -> dict[str, Any]:
+    """The ``noise`` entry of metamodel.json: the estimate as given, plus per output
+    the test split's total variance (the denominator of its R²), the noise ceiling
+    1 - noise var / total var and the explainable share R² / ceiling."""
+    total = dict(zip(output_names, np.var(Y_test, axis=0).tolist(), strict=True))
+    var = {o: float((noise.get("var") or {}).get(o, 0.0)) for o in output_names}
+    ceiling = trust.noise_ceiling(var, total)
+    rec = {k: v for k, v in noise.items() if k != "var"}
+    rec.update({"var": var, "total_var": total, "ceiling": ceiling,
+                "explainable_share": trust.explainable_share(test_r2, ceiling)})
+    return rec
 
 
 def fine_tune(mm: Metamodel, df_new: pd.DataFrame, cfg: Mapping[str, Any], seed: int,

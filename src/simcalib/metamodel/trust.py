@@ -4,7 +4,18 @@ A metamodel is trusted when every output's held-out test R² reaches the thresho
 ``metamodel.min_r2`` *recorded in its own* ``metamodel.json`` at training time (so a
 later config change cannot silently re-judge an old model, and no rule needs to pass
 the threshold again).  An OP result is trusted when its metamodel is and its MILP was
-proven optimal.  Training (:mod:`simcalib.metamodel.training`), OP over targets
+proven optimal.
+
+**Noise ceiling.**  A stochastic simulator's run-to-run noise caps every model's test
+R²: on rows that are single runs (or means of m replicates), even the true mean
+function explains at most ``ceiling = 1 - noise variance / total variance`` of the
+variance.  When metamodel.json records the noise (``noise.var`` per output, from a
+probe or replicate spreads, :mod:`simcalib.study.noise`) the flag is judged on the
+**explainable share** R² / ceiling (= (SST - SSE) / (SST - n noise), the share of the
+explainable variance the metamodel explains) against the same ``min_r2``: a metamodel
+as good as the noise allows is trusted, one that explains too little of what can be
+explained is flagged.  Without a noise record the ceiling is 1 and the share is R².
+Training (:mod:`simcalib.metamodel.training`), OP over targets
 (:mod:`simcalib.metamodel.milp.targets`), the strategies' summary and the report all
 call this module, so the rule, its wording and its default exist once.
 
@@ -40,15 +51,34 @@ class MetamodelTrust:
     min_test_r2: float
     min_r2: float
     weak_outputs: list[str] = field(default_factory=list)
+    #: per output, 1 - noise variance / total variance (empty: no noise record)
+    ceiling: dict[str, float] = field(default_factory=dict)
+    #: per output, test R² / ceiling (empty: no noise record)
+    share: dict[str, float] = field(default_factory=dict)
+    #: per output, test R²
+    test_r2: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return math.isfinite(self.min_test_r2) and not self.weak_outputs
 
+    @property
+    def noise_aware(self) -> bool:
+        return bool(self.share)
+
+    @property
+    def min_share(self) -> float:
+        return float(min(self.share.values())) if self.share else float("nan")
+
     def columns(self) -> dict[str, Any]:
-        """The trust columns of ``summary.csv``."""
-        return {"metamodel_min_test_r2": self.min_test_r2, "metamodel_min_r2": self.min_r2,
-                "metamodel_ok": self.ok}
+        """The trust columns of ``summary.csv`` (+ the noise columns when the noise is
+        known: the smallest explainable share and noise ceiling over outputs)."""
+        out = {"metamodel_min_test_r2": self.min_test_r2, "metamodel_min_r2": self.min_r2,
+               "metamodel_ok": self.ok}
+        if self.noise_aware:
+            out["metamodel_min_explainable_share"] = self.min_share
+            out["metamodel_min_noise_ceiling"] = float(min(self.ceiling.values()))
+        return out
 
     def warning(self, subject: str = "metamodel") -> str | None:
         """One line for the log, the summary and the report; None when trusted."""
@@ -57,9 +87,31 @@ class MetamodelTrust:
         if not math.isfinite(self.min_test_r2):
             return (f"{subject}: no test R² recorded; its predictions, and every OP result "
                     "built on them, are unverified")
+        if self.noise_aware:
+            parts = ", ".join(f"{o} (R² {self._r2(o):.3f} of ceiling "
+                              f"{self.ceiling.get(o, float('nan')):.3f}: share "
+                              f"{self.share.get(o, float('nan')):.3f})"
+                              for o in self.weak_outputs)
+            return (f"{subject}: explains less than metamodel.min_r2 = {self.min_r2:g} of "
+                    f"what the simulator's noise leaves explainable for {parts}: its "
+                    "predictions, and every OP, StP, PtS and adaptive result built on them, "
+                    "are not trustworthy")
         return (f"{subject}: test R² {self.min_test_r2:.3f} is below metamodel.min_r2 = "
                 f"{self.min_r2:g} for {self.weak_outputs}: its predictions, and every OP, "
                 "StP, PtS and adaptive result built on them, are not trustworthy")
+
+    def note(self, subject: str = "metamodel") -> str | None:
+        """One informative line when the noise is known and the metamodel passes: its
+        R² is low because of the noise, not because of the model."""
+        if not (self.ok and self.noise_aware):
+            return None
+        low = min(self.ceiling, key=lambda o: self.ceiling[o])
+        return (f"{subject}: as good as the simulator's noise allows (explainable share "
+                f">= {self.min_share:.3f} for every output; lowest noise ceiling "
+                f"{self.ceiling[low]:.3f} for {low}, test R² {self._r2(low):.3f})")
+
+    def _r2(self, output: str) -> float:
+        return float(self.test_r2.get(output, float("nan")))
 
 
 def threshold(info: Mapping[str, Any]) -> float:
@@ -72,12 +124,36 @@ def weak_outputs(test_r2: Mapping[str, float], min_r2: float) -> list[str]:
     return [o for o, v in test_r2.items() if not float(v) >= float(min_r2)]
 
 
+def noise_ceiling(noise_var: Mapping[str, float], total_var: Mapping[str, float]
+                  ) -> dict[str, float]:
+    """Per output, the largest test R² any model can reach on noisy rows:
+    1 - noise variance / total variance (at least 0)."""
+    out = {}
+    for o, tv in total_var.items():
+        nv = float(noise_var.get(o, 0.0))
+        out[o] = max(0.0, 1.0 - nv / float(tv)) if float(tv) > 0 else float("nan")
+    return out
+
+
+def explainable_share(test_r2: Mapping[str, float], ceiling: Mapping[str, float]
+                      ) -> dict[str, float]:
+    """Per output, test R² / ceiling: the share of the explainable variance explained
+    (NaN, i.e. not trusted, when the ceiling is 0: the output is noise only)."""
+    return {o: (float(v) / float(ceiling[o]) if float(ceiling.get(o, 0.0)) > 0
+                else float("nan")) for o, v in test_r2.items()}
+
+
 def judge(info: Mapping[str, Any]) -> MetamodelTrust:
-    """The verdict on a metamodel from its ``metamodel.json`` (or ``Metamodel.info``)."""
+    """The verdict on a metamodel from its ``metamodel.json`` (or ``Metamodel.info``):
+    on the explainable share when its noise ceiling is recorded, else on test R²."""
     r2 = dict(info.get("test_r2") or {})
     thr = threshold(info)
     worst = float(min(r2.values())) if r2 else float("nan")
-    return MetamodelTrust(worst, thr, weak_outputs(r2, thr))
+    ceiling = dict(((info.get("noise") or {}).get("ceiling")) or {})
+    if r2 and ceiling and all(o in ceiling for o in r2):
+        share = explainable_share(r2, ceiling)
+        return MetamodelTrust(worst, thr, weak_outputs(share, thr), ceiling, share, r2)
+    return MetamodelTrust(worst, thr, weak_outputs(r2, thr), test_r2=r2)
 
 
 def op_flag(status: str, gap: float, trust: MetamodelTrust) -> str:

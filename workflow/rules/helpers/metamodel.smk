@@ -2,6 +2,7 @@
 # kept apart from the rules as `snakemake --lint` asks.
 
 from simcalib.study import Study
+from simcalib.study.noise import noise_facts, probe_pairs
 
 # study keys that define the tunable space the OP searches
 OP_SPACE_KEYS = ("parameters", "contexts", "constraints")
@@ -12,12 +13,29 @@ def mm_studies():
     return [s for s in STUDIES if config["studies"][s]["metamodel"]["enabled"]]
 
 
+def mm_train_inputs(wildcards):
+    """The dataset, and the noise probe when the study runs one (its noise ceiling is
+    recorded in metamodel.json and judged by the trust flag)."""
+    d = {"dataset": f"results/{wildcards.study}/dataset.csv"}
+    if probe_pairs(config["studies"][wildcards.study]) > 0:
+        d["probe"] = f"results/{wildcards.study}/noise_probe.csv"
+    return d
+
+
+def probe_arg(wildcards, input):
+    return f"--noise-probe {input.probe}" if hasattr(input, "probe") else ""
+
+
 def mm_train_params(wildcards):
     cfg = config["studies"][wildcards.study]
     study = Study(wildcards.study, cfg)
     # fine-tune settings are read by the adaptive strategy only: not a reason to retrain
     mm = {k: v for k, v in cfg["metamodel"].items() if k not in MM_NOT_TRAINING}
-    return as_json({"metamodel": mm, "inputs": study.input_names, "outputs": study.outputs})
+    out = {"metamodel": mm, "inputs": study.input_names, "outputs": study.outputs}
+    facts = noise_facts(cfg)
+    if facts["stochastic"] is not None or facts["replicates"] > 1:
+        out["noise"] = facts  # whether it is stochastic; replicates give the noise
+    return as_json(out)
 
 
 def mm_optimize_params(wildcards):

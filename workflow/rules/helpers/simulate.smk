@@ -7,6 +7,8 @@ from simcalib.study.simulation import n_chunks
 # Keys each step reads, so a change elsewhere (metamodel, strategies) never re-simulates.
 DESIGN_KEYS = ("parameters", "contexts", "constraints", "design")
 SIM_KEYS = ("simulator", "parameters", "contexts", "outputs", "design")
+# the probe re-runs design rows: the simulator, the space, the outputs, its own size
+NOISE_KEYS = ("simulator", "parameters", "contexts", "outputs", "noise")
 TARGET_KEYS = (
     "simulator",
     "parameters",
