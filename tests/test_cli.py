@@ -49,6 +49,7 @@ OUTPUTS: dict[str, set[str]] = {
     "bayes-diagnostics": {"--output-trace", "--output-rank", "--output-pair"},
     "bayes-compare": {"--output-params", "--output-outputs"},
     "bayes-run-batch": {"--output"},
+    "sim-noise": {"--output"},
     "bayes-replication-tables": {"--output-dir", "--output-figure"},
     "report-summary": {"--output", "--output-runtime", "--output-html", "--output-tables-dir"},
 }
