@@ -128,6 +128,7 @@ rule cal_summary:
     input:
         records=lambda w: [f"results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)],
         meta=MM_FILES["meta"],
+        targets="results/{study}/targets.csv",
     output:
         summary=figure(
             "results/{study}/calibration/summary.csv", "cal_summary", "Paper 1", "{study}"
@@ -151,13 +152,14 @@ rule cal_summary:
     shell:
         "python -m simcalib cal-summary --records {params.pairs} --output {output.summary} "
         "--output-figure {output.figure} --title '{wildcards.study}' "
-        "--metamodel-info {input.meta} > {log} 2>&1"
+        "--metamodel-info {input.meta} --targets {input.targets} > {log} 2>&1"
 
 
 rule cal_rs_vs_op:
     input:
         rs="results/{study}/calibration/rs.csv",
         op="results/{study}/calibration/op.csv",
+        targets="results/{study}/targets.csv",
     output:
         table=figure(
             "results/{study}/calibration/rs_vs_op.csv", "cal_rs_vs_op", "Paper 1", "{study}"
@@ -176,7 +178,8 @@ rule cal_rs_vs_op:
         runtime=5,
     shell:
         "python -m simcalib cal-summary --records rs={input.rs} op={input.op} "
-        "--output {output.table} --output-figure-rs-op {output.figure} > {log} 2>&1"
+        "--targets {input.targets} --output {output.table} "
+        "--output-figure-rs-op {output.figure} > {log} 2>&1"
 
 
 rule cal_sweep:

@@ -95,6 +95,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metamodel-info",
                    help="the study's metamodel.json: adds the trust columns "
                    "(metamodel_min_test_r2, metamodel_ok, op_unproven) and warnings")
+    p.add_argument("--targets", help="the targets.csv the records calibrated: its sd_ "
+                   "columns, if any, are what Δ is divided by (the figures' axis labels say "
+                   "so); without it, the metamodel's training sd")
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("cal-sweep", help="PtS proximity sweep table and Fig. 5",
@@ -230,6 +233,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _delta_unit(args: argparse.Namespace, recs: dict[str, pd.DataFrame]) -> str:
+    """What Δ is divided by (the figures' axis labels): the targets' ``sd_`` columns
+    when ``--targets`` gives them, else the training sd."""
+    from simcalib.study.observations import delta_unit
+
+    if not getattr(args, "targets", None):
+        return delta_unit(None, [])
+    first = next(iter(recs.values()))
+    outputs = [c[len("target_"):] for c in first.columns if c.startswith("target_")]
+    return delta_unit(io.read_csv(args.targets, ["target_id"]), outputs)
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
     from simcalib.metamodel.plots import fig_rs_vs_op, fig_strategies
     from simcalib.metamodel.strategies.summary import summarize, trust_warnings
@@ -243,12 +258,13 @@ def cmd_summary(args: argparse.Namespace) -> int:
     timing.write_csv(summ, args.output)
     for line in trust_warnings(summ, trust):
         log.warning(line)
+    unit = _delta_unit(args, recs)
     if args.figure:
-        fig_strategies(recs, args.figure, args.title)
+        fig_strategies(recs, args.figure, args.title, unit=unit)
     if args.figure_rs_op:
         if "rs" not in recs or "op" not in recs:
             raise ConfigError("--figure-rs-op", "needs records of both rs and op")
-        fig_rs_vs_op(recs["rs"], recs["op"], args.figure_rs_op)
+        fig_rs_vs_op(recs["rs"], recs["op"], args.figure_rs_op, unit=unit)
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(summ[["strategy", "median_error", "mean_error", "reduction_vs_rs",
                     "median_reduction_vs_rs", "runs"]].to_string(index=False))

@@ -69,9 +69,10 @@ def strategy_label(name: str) -> str:
 
 
 def fig_strategies(records: Mapping[str, pd.DataFrame], path: str | os.PathLike[str],
-                   title: str = "") -> None:
+                   title: str = "", unit: str = ERROR_UNIT) -> None:
     """Fig. 4 / Fig. 6: actual error per strategy, medians printed; ``title`` is the
-    study's name (or empty)."""
+    study's name (or empty); ``unit`` what Δ's terms are divided by
+    (:func:`simcalib.study.observations.delta_unit`)."""
     names = list(records)
     n = len(next(iter(records.values()))) if records else 0
     head = f"actual error of each calibration strategy over {n} targets"
@@ -84,18 +85,19 @@ def fig_strategies(records: Mapping[str, pd.DataFrame], path: str | os.PathLike[
         if used]
     _metric_panels(records, names, [strategy_label(s) for s in names], path,
                    f"Study {title}: {head}" if title else head[0].upper() + head[1:],
-                   colors=colors, xlabel="strategy (name in the config)", legend=legend)
+                   colors=colors, xlabel="strategy (name in the config)", legend=legend,
+                   unit=unit)
 
 
 def _metric_panels(records: Mapping[Any, pd.DataFrame], keys: Sequence[Any],
                    labels: Sequence[str], path: str | os.PathLike[str], title: str,
                    colors: Sequence[str] | None = None, xlabel: str | None = None,
                    ylabel_prefix: str = "",
-                   legend: Sequence[tuple[str, str]] = ()) -> None:
+                   legend: Sequence[tuple[str, str]] = (), unit: str = ERROR_UNIT) -> None:
     """One boxplot panel per metric (:func:`_metrics`), one box per key of ``records``.
     Panels go in a grid, two per row when they are narrow and one per row otherwise,
     so the figure stays near the report viewer's width instead of a wide strip."""
-    cols = _metrics(records)
+    cols = _metrics(records, unit)
     panel_w = min(max(BOX_WIDTH * len(keys) + 1.5, 4.5), MAX_PANEL_WIDTH)
     ncols = 2 if panel_w <= 5.0 and len(cols) > 1 else 1
     nrows = -(-len(cols) // ncols)
@@ -124,17 +126,24 @@ def _metric_panels(records: Mapping[Any, pd.DataFrame], keys: Sequence[Any],
     _save(fig, path)
 
 
-def _metrics(records: Mapping[object, pd.DataFrame]) -> list[tuple[str, str]]:
+def _metrics(records: Mapping[object, pd.DataFrame],
+             unit: str = ERROR_UNIT) -> list[tuple[str, str]]:
     """Actual error, plus the re-scored error (fresh replicates) when every table has it."""
-    cols = [("error", f"actual error Δ\n(Σ over outputs, in {ERROR_UNIT})")]
+    cols = [("error", f"actual error Δ\n(Σ over outputs, in {_wrap(unit)})")]
     if records and all("rescored_error" in df for df in records.values()):
         cols.append(("rescored_error", "re-scored Δ, mean of fresh replicates\n"
-                                       f"(Σ over outputs, in {ERROR_UNIT})"))
+                                       f"(Σ over outputs, in {_wrap(unit)})"))
     return cols
 
 
+def _wrap(text: str, width: int = 40) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
 def fig_rs_vs_op(rs: pd.DataFrame, op: pd.DataFrame, path: str | os.PathLike[str],
-                 title: str = "") -> None:
+                 title: str = "", unit: str = ERROR_UNIT) -> None:
     """Fig. 2: predicted (δ, metamodel) and actual (Δ, simulator) error of RS and OP."""
     from matplotlib.patches import Patch
 
@@ -143,7 +152,7 @@ def fig_rs_vs_op(rs: pd.DataFrame, op: pd.DataFrame, path: str | os.PathLike[str
                 _finite(rs["error"]), _finite(op["error"])],
            ["predicted δ\nrs", "predicted δ\nop", "actual Δ\nrs", "actual Δ\nop"],
            [BASELINE_COLOR, OP_COLOR])
-    ax.set_ylabel(f"error (Σ over outputs, in {ERROR_UNIT})")
+    ax.set_ylabel(f"error (Σ over outputs, in {_wrap(unit, 48)})")
     ax.set_xlabel("error kind and strategy (δ: metamodel's prediction; Δ: simulator re-run)")
     ax.legend(handles=[Patch(facecolor=BASELINE_COLOR, alpha=0.8, label="rs (random sampling)"),
                        Patch(facecolor=OP_COLOR, alpha=0.8, label="op (metamodel optimum)")],
@@ -206,5 +215,42 @@ def fig_noise(table: pd.DataFrame, records: Mapping[str, pd.DataFrame],
     axes[-1].set_xlabel("simulator noise sd (fraction of |output|)")
     axes[-1].set_ylabel(f"actual error Δ\n(Σ over outputs, in {ERROR_UNIT})")
     fig.suptitle(title or "PtS when the simulator's outputs are noisy")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def fig_answer(records: pd.DataFrame, outputs: Sequence[str], path: str | os.PathLike[str],
+               title: str, observed_label: str = "your data",
+               sds: pd.DataFrame | None = None) -> None:
+    """The answer at a glance: per output, each target's observed value (with its
+    measurement sd as an error bar when the observations give one) beside the
+    simulator's output re-simulated at the calibrated inputs (``sim_<output>`` of a
+    strategy's records).  ``sds``: ``target_id`` and ``sd_<output>`` columns."""
+    outs = [o for o in outputs if f"target_{o}" in records]
+    ncols = min(3, max(1, len(outs)))
+    nrows = -(-len(outs) // ncols) if outs else 1
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols, 3.3 * nrows + 0.7),
+                             squeeze=False)
+    ids = records["target_id"].astype(int).to_numpy()
+    pos = np.arange(len(ids))
+    for ax, o in zip(axes.flat, outs, strict=False):
+        obs = records[f"target_{o}"].to_numpy(dtype=float)
+        sim = records.get(f"sim_{o}", pd.Series(np.nan, index=records.index)).to_numpy(float)
+        err = None
+        if sds is not None and f"sd_{o}" in sds:
+            sd = sds.set_index("target_id")[f"sd_{o}"].reindex(ids).to_numpy(dtype=float)
+            err = np.where(np.isfinite(sd), sd, 0.0)
+        ax.errorbar(pos - 0.1, obs, yerr=err, fmt="o", color="black", capsize=3,
+                    label=observed_label + (" (± sd)" if err is not None else ""))
+        ax.plot(pos + 0.1, sim, "D", color="#d95f02", label="re-simulated at the calibrated "
+                "inputs")
+        ax.set_xticks(pos, [str(i) for i in ids])
+        ax.set_xlabel("target")
+        ax.set_ylabel(o)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(outs):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=8, loc="best")
+    fig.suptitle(title)
     fig.tight_layout()
     _save(fig, path)

@@ -21,7 +21,7 @@ import pandas as pd
 
 from simcalib import timing
 from simcalib.errors import SimcalibError
-from simcalib.report.sections import Block, Section, Table, read_if_exists
+from simcalib.report.sections import Block, Figure, Section, Table, read_if_exists
 
 __all__ = ["read_if_exists"]
 
@@ -116,6 +116,8 @@ def render_markdown(blocks: Iterable[Block]) -> str:
     for b in blocks:
         if isinstance(b, Table):
             parts.append(f"**{b.title}**\n\n" + markdown_table(b.df, index=b.index))
+        elif isinstance(b, Figure):
+            parts.append(f"**{b.title}**: `{b.path}`" + (f" ({b.caption})" if b.caption else ""))
         else:
             parts.append(b.strip())
     return "\n\n".join(parts)

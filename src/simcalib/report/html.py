@@ -8,6 +8,7 @@ pages hold the same blocks as ``summary.md`` (:mod:`simcalib.report.sections`).
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 from collections.abc import Iterable
@@ -15,19 +16,28 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from simcalib.report.sections import Block, Section, Table
+from simcalib.report.sections import Block, Figure, Section, Table
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.2em;
        color: #222; max-width: 80em; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.25em; margin-top: 1.6em;
      border-bottom: 1px solid #ccc; } h3 { font-size: 1.02em; margin-bottom: 0.3em; }
-table.simcalib { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1em; }
+.tablewrap { max-width: 100%; overflow-x: auto; margin-bottom: 1em; }
+table.simcalib { border-collapse: collapse; font-size: 0.85em; }
 table.simcalib th, table.simcalib td { border: 1px solid #ccc; padding: 2px 7px;
        text-align: right; }
-table.simcalib th { background: #f0f0f0; }
+table.simcalib th { background: #f0f0f0; white-space: normal; min-width: 4em;
+       max-width: 11em; vertical-align: bottom; }
+table.simcalib td { white-space: nowrap; }
 table.simcalib td:first-child, table.simcalib th:first-child { text-align: left; }
 .warning { background: #fff3cd; border-left: 4px solid #e0a800; padding: 4px 8px; }
+.flag { background: #f8d7da; border-left: 6px solid #c0392b; padding: 6px 10px;
+        font-weight: 600; }
+.ok { background: #e6f4ea; border-left: 6px solid #2e7d32; padding: 6px 10px; }
+details > summary { cursor: pointer; color: #0b5394; margin: 0.3em 0; }
+figure { margin: 0.5em 0 1.2em 0; } figure img { max-width: 100%; height: auto; }
+figcaption { font-size: 0.85em; color: #555; }
 nav li { margin: 2px 0; }
 code { background: #f4f4f4; padding: 0 3px; }
 """
@@ -51,16 +61,38 @@ def table_html(table: Table) -> str:
     df = table.df.reset_index() if table.index else table.df
     body = df.to_html(index=False, classes="simcalib", border=0, na_rep="",
                       float_format=_fmt, escape=True)
+    body = f'<div class="tablewrap">{body}</div>'
+    if table.collapsed:
+        return f"<details><summary>{_inline(table.title)}</summary>\n{body}</details>"
     return f"<h3>{_inline(table.title)}</h3>\n{body}"
+
+
+def figure_html(fig: Figure) -> str:
+    """The PNG embedded as a data URI: the page is one self-contained file (the
+    Snakemake report shows it inline, where a relative link would break)."""
+    try:
+        data = base64.b64encode(fig.path.read_bytes()).decode()
+    except OSError:
+        return f"<p>(figure {html.escape(str(fig.path))} missing)</p>"
+    cap = f"<figcaption>{_inline(fig.caption)}</figcaption>" if fig.caption else ""
+    return (f"<h3>{_inline(fig.title)}</h3>\n<figure><img alt=\"{html.escape(fig.title)}\" "
+            f"src=\"data:image/png;base64,{data}\">{cap}</figure>")
+
+
+#: paragraph prefixes and the box each gets
+BOXES = (("**FLAG", "flag"), ("**WARNING", "warning"), ("**NOT CONVERGED", "flag"),
+         ("**No result flagged", "ok"))
 
 
 def block_html(block: Block) -> str:
     if isinstance(block, Table):
         return table_html(block)
+    if isinstance(block, Figure):
+        return figure_html(block)
     text = block.strip()
     if "\n|" in text or text.startswith(("#", "|")):   # a markdown table read from a file
         return f"<pre>{html.escape(text)}</pre>"
-    cls = ' class="warning"' if text.startswith("**WARNING") else ""
+    cls = next((f' class="{c}"' for prefix, c in BOXES if text.startswith(prefix)), "")
     return f"<p{cls}>{_inline(text)}</p>"
 
 

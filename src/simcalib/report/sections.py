@@ -35,14 +35,25 @@ PAPER1_PTS_MEAN_REDUCTION = 0.46
 
 @dataclass
 class Table:
-    """A titled table of a section; ``index`` keeps the frame's index as a column."""
+    """A titled table of a section; ``index`` keeps the frame's index as a column;
+    ``collapsed`` tables are a click away in HTML (``<details>``)."""
 
     title: str
     df: pd.DataFrame
     index: bool = False
+    collapsed: bool = False
 
 
-Block = str | Table
+@dataclass
+class Figure:
+    """A PNG the page shows (embedded in the HTML page, linked from summary.md)."""
+
+    title: str
+    path: Path
+    caption: str = ""
+
+
+Block = str | Table | Figure
 Section = tuple[str, list[Block]]
 
 

@@ -146,6 +146,24 @@ def output_weights(df: pd.DataFrame, outputs: list[str], scale: np.ndarray) -> n
     return w
 
 
+TRAINING_SD = "training sd of each output"
+
+
+def delta_unit(df: pd.DataFrame | None, outputs: list[str]) -> str:
+    """What each output's term of Delta is divided by, in words (axis labels, table
+    headers): the observations' ``sd_<output>`` where a targets table gives them for
+    every output, the metamodel's training sd where it gives none, both otherwise."""
+    if df is None:
+        return TRAINING_SD
+    given = [o for o in outputs if SD_PREFIX + o in df and df[SD_PREFIX + o].notna().any()]
+    if not given:
+        return TRAINING_SD
+    if len(given) == len(outputs):
+        return "measurement sd of each output (the observations' sd_ columns)"
+    return ("the observations' sd_<output> for " + ", ".join(given)
+            + ", the training sd for the others")
+
+
 def has_truth(df: pd.DataFrame, tunables: list[str]) -> bool:
     """Whether a targets table carries the true inputs (simulated targets do)."""
     return all(c in df.columns for c in tunables)

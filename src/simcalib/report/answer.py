@@ -1,0 +1,196 @@
+"""The answer first: what the read-me-first page opens with.
+
+Per metamodel study: the calibrated inputs per target of the recommended strategy
+(the others a click away), a figure of the observed outputs beside the outputs
+re-simulated at those inputs, and the posterior intervals once ``cal_posterior`` has
+run.  Per Bayes setting: the posterior of each method, with a NOT CONVERGED box as
+prominent as the metamodel's.  Every flag comes from :mod:`simcalib.report.flags`,
+so the page and the console summary list the same ones.
+
+Wording follows the results: observed targets are "your data", simulated ones
+"simulated targets (true inputs known)"; Δ's unit is what the study divided by
+(:func:`simcalib.study.observations.delta_unit`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simcalib.report import flags as fl
+from simcalib.report.names import display
+from simcalib.report.sections import Block, Figure, Table, read_if_exists
+from simcalib.study.observations import delta_unit
+
+
+def recommended(summary: pd.DataFrame) -> tuple[str, str] | None:
+    """(strategy, why): the smallest median re-scored Δ when the strategies were
+    re-scored on fresh runs (a stochastic simulator), else the smallest median Δ;
+    a strategy that failed on every target is never recommended."""
+    col = ("median_rescored_error" if "median_rescored_error" in summary
+           and summary["median_rescored_error"].notna().any() else "median_error")
+    ok = summary[np.isfinite(pd.to_numeric(summary[col], errors="coerce"))]
+    if "failed_targets" in ok and "targets" in ok:
+        ok = ok[ok["failed_targets"] < ok["targets"]]
+    if ok.empty:
+        return None
+    best = ok.loc[pd.to_numeric(ok[col]).idxmin()]
+    what = "median re-scored Δ (fresh runs)" if col == "median_rescored_error" else "median Δ"
+    return str(best["strategy"]), f"the smallest {what} of the strategies, {best[col]:.4g}"
+
+
+def _inputs_table(rec: pd.DataFrame, targets: pd.DataFrame | None, unit: str) -> pd.DataFrame:
+    """target, contexts, calibrated inputs, Δ (and the re-scored Δ, runs)."""
+    xs = [c for c in rec.columns if c.startswith("x_")]
+    contexts = [c for c in rec.columns if c not in xs and targets is not None
+                and c in targets.columns and c not in ("target_id", "status", "message")
+                and not c.startswith(("sd_", "weight_"))
+                and f"target_{c}" not in rec.columns]
+    cols = ["target_id", *contexts, *xs, "error"]
+    cols += [c for c in ("rescored_error", "distance", "runs", "status") if c in rec]
+    return display(rec[cols], unit)
+
+
+def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]:
+    """The calibrated inputs per target, the observed-vs-re-simulated figure and the
+    posterior intervals of one metamodel study; empty when it has no calibration."""
+    cal = results / study / "calibration"
+    summ = read_if_exists(cal / "summary.csv")
+    if summ is None or "strategy" not in summ:
+        return []
+    pick = recommended(summ)
+    if pick is None:
+        return [f"**WARNING:** {study}: no strategy calibrated any target."]
+    best, why = pick
+    records = {s: read_if_exists(cal / f"{s}.csv") for s in summ["strategy"]}
+    records = {s: r for s, r in records.items() if r is not None and len(r)}
+    rec = records.get(best)
+    if rec is None:
+        return []
+    targets = read_if_exists(results / study / "targets.csv")
+    outputs = [c[len("target_"):] for c in rec.columns if c.startswith("target_")]
+    unit = delta_unit(targets, outputs)
+    observed = not any(c.startswith("true_") for c in rec.columns)
+    source = ("your data (observed targets: no true inputs, so no distance to the truth)"
+              if observed else "simulated targets (true inputs known; distance in the "
+              "unit cube of the inputs)")
+    blocks: list[Block] = [
+        f"Targets: {source}. Strategy **{best}** is recommended: {why}. Δ = Σ over outputs "
+        f"of |simulator − target| divided by the {unit}."]
+    blocks.append(Table(f"Calibrated inputs per target: {best} (recommended)",
+                        _inputs_table(rec, targets, unit)))
+    for s, r in records.items():
+        if s != best:
+            blocks.append(Table(f"Calibrated inputs per target: {s} (click to open)",
+                                _inputs_table(r, targets, unit), collapsed=True))
+    if figures is not None and outputs:
+        from simcalib.metamodel.plots import fig_answer
+
+        path = figures / f"answer_{study}.png"
+        sds = None
+        if targets is not None and any(f"sd_{o}" in targets for o in outputs):
+            sds = targets[["target_id", *[f"sd_{o}" for o in outputs
+                                          if f"sd_{o}" in targets]]]
+        label = "your data" if observed else "target (simulated)"
+        fig_answer(rec, outputs, path, f"{study}: {label} vs the simulator at {best}'s "
+                   "calibrated inputs", observed_label=label, sds=sds)
+        blocks.append(Figure(f"{study}: observed vs re-simulated outputs per target", path,
+                             f"black: {label}; orange: the simulator re-run at the inputs "
+                             f"{best} chose (one run per target)."))
+    blocks += posterior_blocks(results, study)
+    return blocks
+
+
+def posterior_blocks(results: Path, study: str) -> list[Block]:
+    """The metamodel posterior's 90 % intervals per target and input, when it exists."""
+    path = results / study / "calibration" / "posterior" / "posterior_summary.csv"
+    post = read_if_exists(path)
+    if post is None or not {"target_id", "input", "mean"} <= set(post.columns):
+        return []
+    out: list[Block] = [f"**NOT CONVERGED:** {f.message} (open `{f.file}`)"
+                        for f in fl.posterior_flags(results, study)]
+    table = post.copy()
+    if {"q5", "q95"} <= set(table.columns):
+        table["90 % interval"] = [f"[{lo:.4g}, {hi:.4g}]" for lo, hi in
+                                  zip(table["q5"], table["q95"], strict=True)]
+    keep = [c for c in ("target_id", "input", "mean", "90 % interval", "sd", "identified",
+                        "converged", "r_hat", "ess_bulk") if c in table.columns]
+    out.append(Table(f"{study}: posterior of the calibrated inputs per target (metamodel "
+                     "posterior, docs/posterior.md)", display(table[keep])))
+    return out
+
+
+# ---- Bayes ----------------------------------------------------------------------------
+
+def _bayes_runs(results: Path, setting: str) -> dict[str, pd.DataFrame]:
+    """method -> its posterior summary: ``<method>/summary.csv`` (your data) or the
+    first replication's ``<method>/rep<k>/summary.csv`` (simulated data)."""
+    out: dict[str, pd.DataFrame] = {}
+    for f in fl.bayes_run_summaries(results, setting):
+        method = f.parent.name if not f.parent.name.startswith("rep") else f.parent.parent.name
+        if method in out:
+            continue
+        df = read_if_exists(f)
+        if df is not None and {"parameter", "mean"} <= set(df.columns):
+            out[method] = df
+    return out
+
+
+def bayes_observed(results: Path, setting: str) -> bool:
+    """A setting fitted to your data (no replications, no truth)."""
+    base = results / "bayes" / setting
+    return any((base / m / "summary.csv").is_file() for m in ("koh", "mos"))
+
+
+def bayes_answer(results: Path, setting: str) -> list[Block]:
+    """Each method's posterior (mean and 95 % interval per parameter, R-hat, ESS,
+    converged) side by side, after a NOT CONVERGED box per method that needs one."""
+    runs = _bayes_runs(results, setting)
+    if not runs:
+        return []
+    observed = bayes_observed(results, setting)
+    blocks: list[Block] = [f"**NOT CONVERGED:** {f.what.replace(' NOT CONVERGED', '')}: "
+                           f"{f.message} (open `{f.file}`)"
+                           for f in fl.bayes_flags(results, setting)]
+    wide = None
+    for method, df in runs.items():
+        m = method.upper()
+        part = pd.DataFrame({"parameter": df["parameter"].astype(str),
+                             f"{m} mean": df["mean"]})
+        if {"lower95", "upper95"} <= set(df.columns):
+            part[f"{m} 95 % interval"] = [f"[{lo:.4g}, {hi:.4g}]" for lo, hi in
+                                          zip(df["lower95"], df["upper95"], strict=True)]
+        for c, name in (("r_hat", "R-hat"), ("ess_bulk", "bulk ESS"),
+                        ("converged", "converged")):
+            if c in df:
+                part[f"{m} {name}"] = df[c].to_numpy()
+        wide = part if wide is None else wide.merge(part, on="parameter", how="outer",
+                                                    sort=False)
+    what = ("your data" if observed else
+            "simulated data, first replication (the truth is known: see the bias and "
+            "coverage tables below)")
+    blocks.append(Table(f"{setting}: posterior per parameter and method ({what})", wide))
+    fig = results / "bayes" / setting / "figures" / "predictive.png"
+    if not fig.is_file():
+        reps = sorted((results / "bayes" / setting / "figures").glob("output_uq_rep*.png"))
+        fig = reps[0] if reps else fig
+    if fig.is_file():
+        blocks.append(Figure(f"{setting}: {'your data' if observed else 'the data'} and the "
+                             "calibrated model's predictions", fig))
+    return blocks
+
+
+def study_unit(results: Path, study: str) -> str:
+    """What Δ is divided by in one study, in words: the study's targets.csv ``sd_``
+    columns for the metamodel's outputs (metamodel.json), else the training sd."""
+    import json
+
+    targets = read_if_exists(results / study / "targets.csv")
+    try:
+        info = json.loads((results / study / "metamodel" / "metamodel.json").read_text())
+        outputs = list(info.get("output_names") or [])
+    except (OSError, ValueError):
+        outputs = []
+    return delta_unit(targets, outputs) if outputs else delta_unit(None, [])
