@@ -34,11 +34,15 @@ rule report_summary:
         bayes=" ".join(REPORT_BAYES),
         multisource="--multisource" if REPORT_MS else "",
         tables=lambda w, output: os.path.join(os.path.dirname(output.html), "tables"),
+        figures=lambda w, output: os.path.join(os.path.dirname(output.html), "figures"),
+        failed_share=config["report"]["flag_failed_share"],
     shell:
         "python -m simcalib report-summary --results results --studies {params.studies} "
         "--bayes-settings {params.bayes} {params.multisource} "
         "--output {output.summary} --output-runtime {output.runtime} "
-        "--output-html {output.html} --output-tables-dir {params.tables} > {log} 2>&1"
+        "--output-html {output.html} --output-tables-dir {params.tables} "
+        "--output-figures-dir {params.figures} --flag-failed-share {params.failed_share} "
+        "> {log} 2>&1"
 
 
 ALL_TARGETS += ["results/report/summary.md", "results/report/summary.html"]

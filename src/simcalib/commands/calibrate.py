@@ -241,7 +241,8 @@ def _delta_unit(args: argparse.Namespace, recs: dict[str, pd.DataFrame]) -> str:
     if not getattr(args, "targets", None):
         return delta_unit(None, [])
     first = next(iter(recs.values()))
-    outputs = [c[len("target_"):] for c in first.columns if c.startswith("target_")]
+    outputs = [c[len("target_"):] for c in first.columns if c.startswith("target_")
+               and c != "target_id"]
     return delta_unit(io.read_csv(args.targets, ["target_id"]), outputs)
 
 

@@ -244,7 +244,8 @@ def fig_answer(records: pd.DataFrame, outputs: Sequence[str], path: str | os.Pat
                     label=observed_label + (" (± sd)" if err is not None else ""))
         ax.plot(pos + 0.1, sim, "D", color="#d95f02", label="re-simulated at the calibrated "
                 "inputs")
-        ax.set_xticks(pos, [str(i) for i in ids])
+        if len(ids) <= 25:          # more: matplotlib's own ticks stay legible
+            ax.set_xticks(pos, [str(i) for i in ids])
         ax.set_xlabel("target")
         ax.set_ylabel(o)
         ax.grid(alpha=0.3)

@@ -70,7 +70,8 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
     if rec is None:
         return []
     targets = read_if_exists(results / study / "targets.csv")
-    outputs = [c[len("target_"):] for c in rec.columns if c.startswith("target_")]
+    outputs = [c[len("target_"):] for c in rec.columns if c.startswith("target_")
+               and c != "target_id"]
     unit = delta_unit(targets, outputs)
     observed = not any(c.startswith("true_") for c in rec.columns)
     source = ("your data (observed targets: no true inputs, so no distance to the truth)"
@@ -180,17 +181,3 @@ def bayes_answer(results: Path, setting: str) -> list[Block]:
         blocks.append(Figure(f"{setting}: {'your data' if observed else 'the data'} and the "
                              "calibrated model's predictions", fig))
     return blocks
-
-
-def study_unit(results: Path, study: str) -> str:
-    """What Δ is divided by in one study, in words: the study's targets.csv ``sd_``
-    columns for the metamodel's outputs (metamodel.json), else the training sd."""
-    import json
-
-    targets = read_if_exists(results / study / "targets.csv")
-    try:
-        info = json.loads((results / study / "metamodel" / "metamodel.json").read_text())
-        outputs = list(info.get("output_names") or [])
-    except (OSError, ValueError):
-        outputs = []
-    return delta_unit(targets, outputs) if outputs else delta_unit(None, [])

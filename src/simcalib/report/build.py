@@ -21,6 +21,7 @@ import pandas as pd
 
 from simcalib import timing
 from simcalib.errors import SimcalibError
+from simcalib.report.names import display
 from simcalib.report.sections import Block, Figure, Section, Table, read_if_exists
 
 __all__ = ["read_if_exists"]
@@ -115,7 +116,8 @@ def render_markdown(blocks: Iterable[Block]) -> str:
     parts = []
     for b in blocks:
         if isinstance(b, Table):
-            parts.append(f"**{b.title}**\n\n" + markdown_table(b.df, index=b.index))
+            df = display(b.df.reset_index() if b.index else b.df, b.unit)
+            parts.append(f"**{b.title}**\n\n" + markdown_table(df))
         elif isinstance(b, Figure):
             parts.append(f"**{b.title}**: `{b.path}`" + (f" ({b.caption})" if b.caption else ""))
         else:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from simcalib.report.names import display
 from simcalib.report.sections import Block, Figure, Section, Table
 
 STYLE = """
@@ -29,7 +30,7 @@ table.simcalib th, table.simcalib td { border: 1px solid #ccc; padding: 2px 7px;
        text-align: right; }
 table.simcalib th { background: #f0f0f0; white-space: normal; min-width: 4em;
        max-width: 11em; vertical-align: bottom; }
-table.simcalib td { white-space: nowrap; }
+table.simcalib td { max-width: 22em; overflow-wrap: anywhere; }
 table.simcalib td:first-child, table.simcalib th:first-child { text-align: left; }
 .warning { background: #fff3cd; border-left: 4px solid #e0a800; padding: 4px 8px; }
 .flag { background: #f8d7da; border-left: 6px solid #c0392b; padding: 6px 10px;
@@ -58,7 +59,7 @@ def _fmt(v: object) -> str:
 
 def table_html(table: Table) -> str:
     """A titled table: numbers to 4 significant digits, missing values blank."""
-    df = table.df.reset_index() if table.index else table.df
+    df = display(table.df.reset_index() if table.index else table.df, table.unit)
     body = df.to_html(index=False, classes="simcalib", border=0, na_rep="",
                       float_format=_fmt, escape=True)
     body = f'<div class="tablewrap">{body}</div>'

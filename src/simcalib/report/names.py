@@ -25,6 +25,14 @@ COLUMNS: dict[str, str] = {
     "targets": "targets",
     "failed_targets": "failed targets",
     "failed_runs": "failed runs",
+    "failed_target_ids": "failed target ids",
+    "compared_targets": "targets every strategy calibrated",
+    "mean_error_compared": "mean Δ on those targets ({delta})",
+    "median_error_compared": "median Δ on those targets ({delta})",
+    "metamodel_min_test_r2": "metamodel's worst test R²",
+    "metamodel_ok": "metamodel trusted",
+    "anchor_kind": "anchor",
+    "true": "true value",
     "median_predicted_error": "median predicted Δ, metamodel ({delta})",
     "mean_predicted_error": "mean predicted Δ, metamodel ({delta})",
     "predicted_error": "predicted Δ, metamodel ({delta})",
@@ -50,8 +58,8 @@ COLUMNS: dict[str, str] = {
     "q5": "5 % quantile",
     "q50": "median",
     "q95": "95 % quantile",
-    "r_hat": "R-hat (≤ 1.01)",
-    "ess_bulk": "bulk ESS (≥ 400)",
+    "r_hat": "R-hat",
+    "ess_bulk": "bulk ESS",
     "converged": "converged",
     "prior_sd_ratio": "posterior sd / prior sd",
     "identified": "pinned down by the data",
@@ -63,8 +71,8 @@ COLUMNS: dict[str, str] = {
     "coverage": "95 % coverage",
     "width": "95 % interval width",
     "replications": "replications",
-    "rhat_max": "worst R-hat (≤ 1.01)",
-    "ess_bulk_min": "smallest bulk ESS (≥ 400)",
+    "rhat_max": "worst R-hat",
+    "ess_bulk_min": "smallest bulk ESS",
     "unconverged": "unconverged runs",
     "lower95": "2.5 % quantile",
     "upper95": "97.5 % quantile",
@@ -75,20 +83,18 @@ COLUMNS: dict[str, str] = {
     "best": "best",
 }
 
-#: what Δ is divided by, short, for column headers
-SHORT_UNITS = {"training sd of each output": "training sds"}
-
-
 def short_unit(unit: str) -> str:
-    """``training sd of each output`` -> ``training sds``; measurement sds likewise."""
-    if unit in SHORT_UNITS:
-        return SHORT_UNITS[unit]
+    """What Δ is divided by, short, for column headers: ``training sds`` (``unit``
+    empty or the training sd), ``measurement sds``, or ``measurement/training sds``
+    (sd_ columns for some outputs only; :func:`simcalib.study.observations.delta_unit`)."""
+    if not unit or unit.startswith("training sd"):
+        return "training sds"
     if unit.startswith("measurement sd"):
         return "measurement sds"
-    return "sds"
+    return "measurement/training sds"
 
 
-def display(df: pd.DataFrame, unit: str = "training sd of each output") -> pd.DataFrame:
+def display(df: pd.DataFrame, unit: str = "") -> pd.DataFrame:
     """``df`` with its known columns renamed for people; unknown columns keep their
     names, ``paper_<x>`` becomes "paper's <x>", ``x_<input>`` the input's name."""
     delta = short_unit(unit)

@@ -24,6 +24,7 @@ from simcalib import timing
 from simcalib.bayes.convergence import R_HAT_MAX
 from simcalib.errors import SimcalibError
 from simcalib.metamodel import trust
+from simcalib.study.observations import delta_unit
 
 #: R-hat above this means the chains may not have mixed (Vehtari et al. 2021, ArviZ)
 RHAT_MAX = R_HAT_MAX
@@ -36,12 +37,16 @@ PAPER1_PTS_MEAN_REDUCTION = 0.46
 @dataclass
 class Table:
     """A titled table of a section; ``index`` keeps the frame's index as a column;
-    ``collapsed`` tables are a click away in HTML (``<details>``)."""
+    ``collapsed`` tables are a click away in HTML (``<details>``).  ``df`` keeps the
+    CSV files' column names; the pages show them readable, with units
+    (:func:`simcalib.report.names.display`), Δ's in ``unit`` (what Δ is divided by;
+    empty: the training sd)."""
 
     title: str
     df: pd.DataFrame
     index: bool = False
     collapsed: bool = False
+    unit: str = ""
 
 
 @dataclass
@@ -68,6 +73,18 @@ def read_if_exists(path: str | Path) -> pd.DataFrame | None:
 
 
 # ---- paper 1 ---------------------------------------------------------------------------
+
+def study_unit(results: Path, study: str) -> str:
+    """What Δ is divided by in one study, in words: the study's targets.csv ``sd_``
+    columns for the metamodel's outputs (metamodel.json), else the training sd."""
+    targets = read_if_exists(results / study / "targets.csv")
+    try:
+        info = json.loads((results / study / "metamodel" / "metamodel.json").read_text())
+        outputs = list(info.get("output_names") or [])
+    except (OSError, ValueError):
+        outputs = []
+    return delta_unit(targets, outputs) if outputs else delta_unit(None, [])
+
 
 def metamodel_table(info: dict) -> pd.DataFrame:
     """One row per output: test R², test MAE (in the output's units), and whether R²
@@ -154,6 +171,16 @@ def _op_blocks(op: pd.DataFrame) -> list[Block]:
     return out
 
 
+def _redundant(summ: pd.DataFrame) -> list[str]:
+    """Columns of summary.csv that repeat others when no target failed: the
+    ``*_compared`` columns (all targets compared) and the empty failed-target ids; the
+    table stays narrow enough to read."""
+    if "failed_targets" not in summ or (summ["failed_targets"] > 0).any():
+        return []
+    return ["failed_target_ids", "compared_targets", "mean_error_compared",
+            "median_error_compared"]
+
+
 def paper1_section(results: Path, study: str) -> list[Block]:
     """Metamodel R² per output, OP solves, the strategies' summary and the PtS sweep."""
     blocks: list[Block] = []
@@ -168,17 +195,20 @@ def paper1_section(results: Path, study: str) -> list[Block]:
         blocks += paper1_trust_lines(summ)
         # the metamodel's columns repeat on every row; the lines above say it once
         table = summ.drop(columns=["metamodel_min_test_r2", "metamodel_min_r2",
-                                   "metamodel_ok"], errors="ignore")
+                                   "metamodel_ok", *_redundant(summ)], errors="ignore")
         if study.startswith("epidemic"):
             table["paper_median_error"] = table["strategy"].map(PAPER1_MEDIANS)
+        unit = study_unit(results, study)
         blocks.append(Table("Calibration strategies: actual error Δ per strategy "
-                            "(strategy names as in the config)", table))
+                            f"(strategy names as in the config; Δ in the {unit})", table,
+                            unit=unit))
         if study.startswith("epidemic"):
             blocks.append(f"Paper 1: PtS mean actual error {PAPER1_PTS_MEAN_REDUCTION:.0%} below "
                           "RS; ordering PtS > RS > StP > OP (50 targets, r = 100, FluTE).")
     sweep = read_if_exists(results / study / "calibration" / "sweep.csv")
     if sweep is not None:
-        blocks.append(Table("PtS proximity sweep (Fig. 5)", sweep))
+        blocks.append(Table("PtS proximity sweep" + (" (paper Fig. 5)" if study.startswith(
+            "epidemic") else ""), sweep, unit=study_unit(results, study)))
     return blocks
 
 
@@ -234,6 +264,14 @@ def _bayes_params(base: Path) -> pd.DataFrame | None:
     return params
 
 
+def _paper_note(df: pd.DataFrame, table: str) -> str:
+    """" (paper Table 1; paper's columns are the paper's numbers)" where the table has
+    paper_* columns (paper 3's own settings), nothing on a user's setting."""
+    if not any(str(c).startswith("paper_") for c in df.columns):
+        return ""
+    return f" (paper {table}; the paper's columns are the paper's numbers)"
+
+
 def paper3_section(results: Path, settings: Iterable[str]) -> list[Block]:
     """Per setting: the parameter table (bias, RMSE, coverage, width beside the paper's,
     with R-hat and ESS) and the output table; the markdown tables the bayes rules write
@@ -249,17 +287,18 @@ def paper3_section(results: Path, settings: Iterable[str]) -> list[Block]:
                               + ", ".join(f"{r.method} {r.parameter}"
                                           for r in bad.itertuples())
                               + ": the chains may not have converged; run longer chains.")
-            blocks.append(Table(f"{setting}: parameters (paper Table 1; paper_* columns are "
-                                "the paper's numbers)", params))
+            over = " over replications" if "replications" in params else ""
+            blocks.append(Table(f"{setting}: parameters{over}"
+                                + _paper_note(params, "Table 1"), params))
         elif (base / "table_params.md").exists():
             blocks.append((base / "table_params.md").read_text().strip())
         output = read_if_exists(base / "table_output.csv")
         if output is not None:
-            blocks.append(Table(f"{setting}: output (paper Table 2; paper_* columns are the "
-                                "paper's numbers)", output))
+            blocks.append(Table(f"{setting}: output" + _paper_note(output, "Table 2"), output))
         elif (base / "table_output.md").exists():
             blocks.append((base / "table_output.md").read_text().strip())
-        if params is not None and "replications" in params and len(params):
+        if (params is not None and "replications" in params and len(params)
+                and _paper_note(params, "")):
             blocks.append(f"{setting}: {int(params['replications'].max())} replication(s) "
                           "here; the paper used 100.")
     return blocks

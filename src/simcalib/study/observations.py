@@ -160,8 +160,8 @@ def delta_unit(df: pd.DataFrame | None, outputs: list[str]) -> str:
         return TRAINING_SD
     if len(given) == len(outputs):
         return "measurement sd of each output (the observations' sd_ columns)"
-    return ("the observations' sd_<output> for " + ", ".join(given)
-            + ", the training sd for the others")
+    return ("observations' sd_<output> for " + ", ".join(given)
+            + ", training sd for the others")
 
 
 def has_truth(df: pd.DataFrame, tunables: list[str]) -> bool:
