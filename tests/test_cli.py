@@ -31,6 +31,7 @@ OUTPUTS: dict[str, set[str]] = {
     "mm-optimize": {"--output"},
     "cal-anchors": {"--output"},
     "cal-run": {"--output", "--output-runs"},
+    "cal-score": {"--output"},
     "cal-posterior": {"--output-dir"},
     "cal-summary": {"--output", "--output-figure", "--output-figure-rs-op"},
     "cal-sweep": {"--output", "--output-figure"},
@@ -51,7 +52,8 @@ OUTPUTS: dict[str, set[str]] = {
     "bayes-run-batch": {"--output"},
     "sim-noise": {"--output"},
     "bayes-replication-tables": {"--output-dir", "--output-figure"},
-    "report-summary": {"--output", "--output-runtime", "--output-html", "--output-tables-dir"},
+    "report-summary": {"--output", "--output-runtime", "--output-html", "--output-tables-dir",
+                       "--output-figures-dir"},
 }
 # read and written (resume state), so neither an input nor an output flag
 READ_WRITE = {("sim-run", "--journal")}

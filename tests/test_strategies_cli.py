@@ -146,3 +146,57 @@ def test_mismatched_targets_is_one_line_error(setup, tmp_path, capsys):
               targets=str(tmp_path / "t.csv"))
     assert rc == 2
     assert "does not match the metamodel" in capsys.readouterr().err
+
+
+# ---- cal-score: another tool's answer, scored as the strategies are ---------------------
+
+def test_cal_score_scores_given_inputs_like_a_strategy(setup, tmp_path: Path, capsys) -> None:
+    d = setup["dir"]
+    params = json.loads((d / "params.json").read_text())
+    params["calibration"]["rescore"] = 2
+    (tmp_path / "p.json").write_text(json.dumps(params))
+    common = ["--study", "rosen", "--params", f"@{tmp_path / 'p.json'}", "--seed", str(SEED),
+              "--metamodel", str(d / "mm"), "--targets", str(d / "targets.csv")]
+    assert main(["cal-run", *common, "--solver", json.dumps(SOLVER), "--strategy", "rs",
+                 "--output", str(tmp_path / "rs.csv")]) == 0
+    rs = pd.read_csv(tmp_path / "rs.csv")
+    # 1. a strategy's own answer (x_ columns), scored again: the same Δ and re-scored Δ
+    assert main(["cal-score", *common, "--inputs", str(tmp_path / "rs.csv"),
+                 "--name", "again", "--output", str(tmp_path / "again.csv")]) == 0
+    again = pd.read_csv(tmp_path / "again.csv")
+    assert list(again["strategy"].unique()) == ["again"]
+    np.testing.assert_allclose(again["error"], rs["error"], rtol=1e-9)
+    np.testing.assert_allclose(again["rescored_error"], rs["rescored_error"], rtol=1e-9)
+    np.testing.assert_allclose(again["distance"], rs["distance"], rtol=1e-9)
+    # 2. the true inputs (plain input names, rows in another order) score Δ = 0
+    truth = pd.read_csv(d / "targets.csv")[["target_id", "x", "y"]].iloc[::-1]
+    truth.to_csv(tmp_path / "truth.csv", index=False)
+    assert main(["cal-score", *common, "--inputs", str(tmp_path / "truth.csv"),
+                 "--name", "truth", "--output", str(tmp_path / "truth_rec.csv")]) == 0
+    best = pd.read_csv(tmp_path / "truth_rec.csv")
+    assert list(best["target_id"]) == list(rs["target_id"])
+    assert best["error"].max() < 1e-9 and best["distance"].max() < 1e-12
+    assert (best["runs"] == 1).all()
+    truth.iloc[:1].to_csv(tmp_path / "one.csv", index=False)   # a target left out: failed
+    assert main(["cal-score", *common, "--inputs", str(tmp_path / "one.csv"),
+                 "--output", str(tmp_path / "one_rec.csv")]) == 0
+    one = pd.read_csv(tmp_path / "one_rec.csv")
+    assert list(one["status"].sort_values()) == ["no_inputs", "ok"]
+    assert one["error"].isna().sum() == 1
+    # 3. cal-summary puts it beside the strategies
+    assert main(["cal-summary", "--records", f"rs={tmp_path / 'rs.csv'}",
+                 f"truth={tmp_path / 'truth_rec.csv'}",
+                 "--output", str(tmp_path / "summary.csv")]) == 0
+    summ = pd.read_csv(tmp_path / "summary.csv").set_index("strategy")
+    assert summ.loc["truth", "median_error"] < summ.loc["rs", "median_error"]
+    # 4. bad input names the file and what is wrong
+    capsys.readouterr()
+    truth.drop(columns="y").to_csv(tmp_path / "bad.csv", index=False)
+    assert main(["cal-score", *common, "--inputs", str(tmp_path / "bad.csv"),
+                 "--output", str(tmp_path / "x.csv")]) == 2
+    assert "bad.csv" in capsys.readouterr().err
+    far = truth.assign(x=truth["x"] + 5.0)
+    far.to_csv(tmp_path / "far.csv", index=False)
+    assert main(["cal-score", *common, "--inputs", str(tmp_path / "far.csv"),
+                 "--output", str(tmp_path / "x.csv")]) == 2
+    assert "outside its bounds" in capsys.readouterr().err

@@ -79,6 +79,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run log CSV to write (every simulator run, failed or not)")
     p.set_defaults(func=cmd_calibrate)
 
+    p = sub.add_parser("cal-score", help="re-simulate and score inputs chosen elsewhere "
+                       "(another tool's answer), as the strategies are scored",
+                       description="Re-simulate a CSV of inputs (one row per target: "
+                       "target_id and one column per tunable input, NAME or x_NAME) and score "
+                       "it against the targets with the strategies' Δ (training sd or the "
+                       "targets' sd_ columns) and the same re-scoring seeds "
+                       "(calibration.rescore); write records that cal-summary reads beside "
+                       "the strategies' (--records NAME=FILE). See docs/strategies.md.")
+    _add_common(p)
+    p.add_argument("--inputs", required=True,
+                   help="CSV of inputs to score: target_id and one column per tunable input")
+    p.add_argument("--name", default="given",
+                   help="the name the records carry in their strategy column (default given)")
+    p.add_argument("--output", required=True, help="per-target records CSV to write")
+    p.set_defaults(func=cmd_score)
+
     p = sub.add_parser("cal-summary",
                        help="per-strategy summary table and box plots (Figs. 2, 4, 6)",
                        description="Read each strategy's per-target records and write the "
@@ -230,6 +246,24 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if unproven:
         log.warning("%s %s: %d OP solve(s) not proven optimal (time limit, solver error or "
                     "fallback)", study.name, args.strategy, unproven)
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from simcalib.metamodel.strategies.score import score_inputs
+
+    study, mm, targets = _load(args)
+    inputs = io.read_csv(args.inputs, ["target_id"])
+    _warn_metamodel(mm)
+    rec = score_inputs(study, mm, targets, inputs, dict(study.cfg.get("calibration") or {}),
+                       seed_from_args(args), name=args.name, source=args.inputs)
+    timing.write_csv(rec, args.output)
+    resc = (f", re-scored median {rec['rescored_error'].median():.4g}"
+            if "rescored_error" in rec else "")
+    failed = int(rec["error"].isna().sum())
+    print(f"{study.name} {args.name}: {len(rec)} targets scored, median error "
+          f"{rec['error'].median():.4g}, mean {rec['error'].mean():.4g}{resc}"
+          f"{f', {failed} failed' if failed else ''} -> {args.output}")
     return 0
 
 

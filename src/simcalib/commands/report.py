@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="report.flag_failed_share: failed runs above this share of a "
                    "design or a strategy's runs are flagged (as on the console)")
     p.add_argument("--output-figures-dir", dest="figures_dir", default=None, metavar="DIR",
-                   help="directory for the read-me-first page's figures (observed vs "
+                   help="directory to write the read-me-first page's figures (observed vs "
                    "re-simulated outputs per study); without it the page has none")
     p.add_argument("--output-tables-dir", dest="tables_dir", default=None, metavar="DIR",
                    help="directory to write one HTML table page per paper-1 study "
