@@ -64,3 +64,105 @@ def test_fail_region_passes_the_schema() -> None:
     cfg["studies"][name]["simulator"]["fail_region"] = {
         next(iter(cfg["studies"][name]["parameters"])): [0, 0.1]}
     validate_config(cfg)
+
+
+# ---- the run-success classifier and its MILP constraint ---------------------------------
+
+def _failing_design(n: int = 400, seed: int = 0) -> pd.DataFrame:
+    """y = 0.1 k + (x - 0.5)^2 on x in [0, 1], k in 0..6; every run with k <= 1 fails.
+    A metamodel of the ok runs extrapolates the linear trend in k, so for the target
+    y = 0 its optimum is k = 0, where the simulator always fails."""
+    r = np.random.default_rng(seed)
+    df = pd.DataFrame({"x": r.uniform(0, 1, n), "k": r.integers(0, 7, n).astype(float)})
+    df["y"] = 0.1 * df["k"] + (df["x"] - 0.5) ** 2
+    df["status"] = np.where(df["k"] <= 1, "error", "ok")
+    df.loc[df["status"] != "ok", "y"] = np.nan
+    return df
+
+
+@pytest.fixture(scope="module")
+def failing_mm():
+    import torch
+
+    from simcalib.metamodel.failure import fit_failure
+    from simcalib.metamodel.training import train_metamodel
+
+    torch.set_num_threads(1)
+    df = _failing_design()
+    mm, _ = train_metamodel(df, ["x", "k"], ["y"], {"hidden": [16, 16], "epochs": 200,
+                                                    "threads": 1, "solvable": {"enabled": False}},
+                            seed=1, study="f")
+    ok = (df["status"] == "ok").to_numpy()
+    fm = fit_failure(df[["x", "k"]].to_numpy(), ok, ["x", "k"], {}, seed=1, tag="f")
+    return mm, fm, df
+
+
+SPACE = {"parameters": {"x": {"lower": 0.0, "upper": 1.0},
+                        "k": {"lower": 0, "upper": 6, "integer": True}}}
+
+
+def test_classifier_learns_where_runs_fail(failing_mm) -> None:
+    _, fm, df = failing_mm
+    assert fm is not None and fm.info["failed"] == int((df["status"] != "ok").sum())
+    assert fm.accuracy >= 0.95 and fm.info["balanced_accuracy"] >= 0.95
+    grid = np.array([[0.5, k] for k in range(7)], dtype=float)
+    assert list(fm.ok(grid)) == [False, False, True, True, True, True, True]
+    from simcalib.metamodel.failure import fit_failure
+
+    every_ok = np.ones(len(df), dtype=bool)
+    assert fit_failure(df[["x", "k"]].to_numpy(), every_ok, ["x", "k"]) is None
+    assert fit_failure(df[["x", "k"]].to_numpy(), df["k"].to_numpy() > 1, ["x", "k"],
+                       {"model": "off"}) is None
+
+
+def test_op_avoids_the_failing_region_only_with_the_classifier(failing_mm) -> None:
+    from simcalib.metamodel.milp import optimize
+    from simcalib.study.space import build_space
+
+    mm, fm, _ = failing_mm
+    space = build_space(SPACE)
+    solver = {"backend": "highs", "time_limit": 30, "threads": 1}
+    blind = optimize(mm, space, {"y": 0.0}, {}, solver, seed=1)
+    assert blind.x[1] <= 1                      # walks into k <= 1: every run fails there
+    guarded = optimize(mm, space, {"y": 0.0}, {}, solver, seed=1, failure=fm)
+    assert guarded.status == "optimal"
+    assert guarded.x[1] == 2                    # the best k where runs succeed
+    assert guarded.x[0] == pytest.approx(0.5, abs=0.1)
+    assert guarded.info["failure"]["success_probability"] >= 0.5
+    assert guarded.predicted.shape == (1,)      # the metamodel's outputs only
+    assert guarded.objective >= blind.objective - 1e-9
+    mm.failure = fm                             # attached: every OP is guarded
+    try:
+        assert optimize(mm, space, {"y": 0.0}, {}, solver, seed=1).x[1] == 2
+    finally:
+        mm.failure = None
+
+
+def test_failure_file_roundtrip_and_sampling_filter(failing_mm, tmp_path) -> None:
+    from simcalib.metamodel.failure import load_failure, load_metamodel, save_failure
+    from simcalib.metamodel.strategies.ledger import Target, TargetRun
+
+    mm, fm, _ = failing_mm
+    mm.save(tmp_path)
+    save_failure(fm, tmp_path)
+    back = load_metamodel(tmp_path)
+    X = np.array([[0.2, 0.0], [0.7, 4.0], [0.4, 1.0]])
+    np.testing.assert_allclose(back.failure.logit(X), fm.logit(X), rtol=1e-12, atol=1e-12)
+    (tmp_path / "none").mkdir()
+    save_failure(None, tmp_path / "none")
+    assert load_failure(tmp_path / "none") is None
+    assert load_failure(tmp_path / "absent") is None
+    from tests.conftest import REPO
+
+    study = Study("f", {"simulator": {"type": "python", "options": {
+        "function": "tests.sim_fixtures:slow_quadratic", "path": str(REPO),
+        "outputs": ["y"]}}, "outputs": ["y"], **SPACE})
+    t = Target(0, None, {}, np.array([0.0]))
+
+    def draw(strategy: str) -> np.ndarray:
+        p = TargetRun(study, back, t, 40, 1.0, {"sampling": "uniform"}, {}, 3, strategy,
+                      lambda *a, **k: None)
+        return p.sample(40)
+
+    assert (draw("pts")[:, 1] >= 2).all()       # predicted failures are not proposed
+    assert (draw("rs")[:, 1] <= 1).any()        # the baseline stays blind

@@ -14,6 +14,7 @@ rule mm_train:
     output:
         model="results/{study}/metamodel/model.pt",
         meta="results/{study}/metamodel/metamodel.json",
+        failure="results/{study}/metamodel/failure.json",
     log:
         "results/logs/{study}/mm_train.log",
     benchmark:
@@ -38,6 +39,7 @@ rule mm_optimize:
     input:
         model="results/{study}/metamodel/model.pt",
         meta="results/{study}/metamodel/metamodel.json",
+        failure="results/{study}/metamodel/failure.json",
         targets="results/{study}/targets.csv",
     output:
         "results/{study}/op/op.csv",

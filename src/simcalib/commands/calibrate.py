@@ -173,11 +173,11 @@ def _study(args: argparse.Namespace):
 
 
 def _load(args: argparse.Namespace):
-    from simcalib.metamodel.model import Metamodel
+    from simcalib.metamodel.failure import load_metamodel
     from simcalib.metamodel.strategies.ledger import check_compatible
 
     study = _study(args)
-    mm = Metamodel.load(args.metamodel)
+    mm = load_metamodel(args.metamodel)
     check_compatible(study, mm, str(Path(args.metamodel) / "metamodel.json"))
     targets = io.read_csv(args.targets, ["target_id"])
     return study, mm, targets

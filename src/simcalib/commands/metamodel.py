@@ -84,7 +84,28 @@ def _noise(args: argparse.Namespace, facts: dict[str, Any], df: Any,
     return est
 
 
+def _fit_failure(df: Any, inputs: list[str], cfg: dict[str, Any], seed: int, study: str
+                 ) -> Any:
+    """The run-success classifier on every design run (None when none failed): OP
+    then avoids where the simulator failed (:mod:`simcalib.metamodel.failure`)."""
+    from simcalib.metamodel.failure import fit_failure
+
+    ok = (df["status"] == "ok").to_numpy() if "status" in df else None
+    if ok is None or ok.all():
+        return None
+    fm = fit_failure(df[inputs].to_numpy(dtype=float), ok, inputs, cfg.get("failure"), seed,
+                     tag=study)
+    if fm is not None:
+        i = fm.info
+        log.info("%s: %d of %d design runs failed; run-success classifier trained "
+                 "(held-out accuracy %.3f, balanced %.3f): OP solves are constrained to "
+                 "predicted success >= %g", study, i["failed"], i["runs"], i["accuracy"],
+                 i["balanced_accuracy"], fm.threshold)
+    return fm
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    from simcalib.metamodel.failure import save_failure
     from simcalib.metamodel.training import train_metamodel
 
     cfg, inputs, outputs, facts = _train_params(args)
@@ -94,6 +115,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     mm, metrics = train_metamodel(df, inputs, outputs, cfg, seed_from_args(args), args.study,
                                   noise=_noise(args, facts, df, outputs))
     mm.save(args.outdir)
+    fm = _fit_failure(df, inputs, cfg, seed_from_args(args), args.study)
+    save_failure(fm, args.outdir)
     r2 = ", ".join(f"{k} {v:.4f}" for k, v in metrics["test_r2"].items())
     line = (f"{args.study}: metamodel {cfg.get('hidden', mm.hidden)} trained in "
             f"{metrics['train_seconds']:.1f} s ({metrics['epochs_run']} epochs); test R2: {r2}")
@@ -142,12 +165,12 @@ def _optimize_params(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dic
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from simcalib.metamodel.model import Metamodel
+    from simcalib.metamodel.failure import load_metamodel
 
     space, opt, solver = _optimize_params(args)
     if args.threads:
         solver["threads"] = args.threads
-    mm = Metamodel.load(args.metamodel)
+    mm = load_metamodel(args.metamodel)
     mm.check_compatible(args.study, space.input_names,
                         source=str(Path(args.metamodel) / "metamodel.json"))
     targets = io.read_csv(args.targets, required=[*space.context_names, *mm.output_names])

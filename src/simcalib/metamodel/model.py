@@ -65,6 +65,10 @@ class Metamodel:
                  ) -> None:
         self.net = net.to(DTYPE)
         self.net.eval()
+        #: the run-success classifier trained beside it (``failure.json``; None when no
+        #: design run failed), attached by :func:`simcalib.metamodel.failure.load_metamodel`;
+        #: every OP solve on this metamodel is then constrained to predicted success
+        self.failure: Any = None
         self.input_names = list(input_names)
         self.output_names = list(output_names)
         self.x_mean = np.asarray(x_mean, dtype=float)

@@ -55,6 +55,7 @@ def cal_study_only(wildcards):
 MM_FILES = {
     "model": "results/{study}/metamodel/model.pt",
     "meta": "results/{study}/metamodel/metamodel.json",
+    "failure": "results/{study}/metamodel/failure.json",
 }
 
 

@@ -136,7 +136,10 @@ def build_milp(problem: OPProblem, bounds: NeuronBounds) -> MILPModel:
     W, b = problem.layers[-1]
     Ly, Uy = bounds.pre[-1]
     pad = 1e-6 * (1.0 + np.abs(Ly)), 1e-6 * (1.0 + np.abs(Uy))
-    m.y = m.add_cols(W.shape[0], Ly - pad[0], Uy + pad[1])
+    y_lo = Ly - pad[0]
+    if problem.guarded:  # constraint outputs (a success logit) have a lower bound
+        y_lo = np.maximum(y_lo, np.where(np.isfinite(problem.y_lo), problem.y_lo, -INF))
+    m.y = m.add_cols(W.shape[0], y_lo, Uy + pad[1])
     for j in range(W.shape[0]):
         m.add_row(np.concatenate([[m.y[j]], prev]), np.concatenate([[1.0], -W[j]]), b[j], b[j])
     tmax = np.maximum(np.abs(Uy + pad[1] - problem.target_scaled),

@@ -114,7 +114,11 @@ def solve_predictor(problem: OPProblem, nb: NeuronBounds, s: Mapping[str, Any],
     x_hi = nb.x_hi if (use and nb.x_hi is not None) else problem.hi
     x = m.addMVar((1, n), lb=x_lo[None, :], ub=x_hi[None, :],
                   vtype=np.array(vtype)[None, :], name="x")
-    y = m.addMVar((1, p), lb=-gp.GRB.INFINITY, name="y")
+    y_lb = np.full(p, -gp.GRB.INFINITY)
+    if problem.guarded:  # constraint outputs (a success logit) have a lower bound
+        fin = np.isfinite(problem.y_lo)
+        y_lb[fin] = problem.y_lo[fin]
+    y = m.addMVar((1, p), lb=y_lb[None, :], name="y")
     t = m.addMVar(p, lb=0.0, name="t")
     for a, r, eq in zip(problem.A, problem.rhs, problem.equality, strict=True):
         expr = a @ x[0]
@@ -142,7 +146,7 @@ def solve_predictor(problem: OPProblem, nb: NeuronBounds, s: Mapping[str, Any],
                 L, U = nb.pre[last_dense]
                 out.LB = np.zeros((1, len(L)))
                 out.UB = (np.maximum(U, 0.0) + 1e-6 * (1 + np.abs(U)))[None, :]
-    if x0 is not None:
+    if x0 is not None and problem.feasible(x0)[0]:
         x.Start = x0[None, :]
         pre = problem.forward(x0)
         k = 0

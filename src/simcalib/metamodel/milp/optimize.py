@@ -261,6 +261,12 @@ def apply_floor(mm: Metamodel, space: Space, problem: OPProblem, res: OPResult,
                                "objective": ms.objective}
         if np.isfinite(ms.objective):
             cands.append((ms.objective, ms.x, "multistart"))
+    if problem.guarded:
+        # local searches do not see a constraint output (the run-success logit): score
+        # every candidate with it (+inf when the point is predicted to fail)
+        cands = [(float(problem.objective(np.asarray(x, dtype=float))[0]), x, src)
+                 for _, x, src in cands]
+        cands = [c for c in cands if np.isfinite(c[0])]
     if not cands:
         return res
     f_best, x_best, src = min(cands, key=lambda c: c[0])
@@ -269,7 +275,7 @@ def apply_floor(mm: Metamodel, space: Space, problem: OPProblem, res: OPResult,
         x[problem.integer] = np.round(x[problem.integer])
         y = mm.predict_scaled(full_inputs(mm, problem, x)[None])[0]
         obj = float(np.abs(y - problem.target_scaled) @ problem.weights)
-        if obj < milp_obj:
+        if obj < milp_obj and problem.guard_ok(x)[0]:
             bound = res.bound
             gap = max(0.0, obj - bound) if np.isfinite(bound) else np.inf
             res = OPResult(x=x, predicted=mm.unscale_outputs(y), objective=obj,
@@ -310,11 +316,34 @@ def optimize(mm: Metamodel, space: Space, target: Mapping[str, float],
              context: Mapping[str, float] | None, solver: Mapping[str, Any],
              box: tuple[np.ndarray, np.ndarray] | None = None,
              weights: Mapping[str, float] | None = None,
-             warm_start: np.ndarray | None = None, seed: int = 0) -> OPResult:
+             warm_start: np.ndarray | None = None, seed: int = 0,
+             failure: Any = None) -> OPResult:
     """Minimise Σ_j w_j |M_j(x, c) - ẑ_j| / y_std_j over the tunables ``x`` in ``box``
     (default: the bounds at ``context``), integer inputs integer, linear domain
     constraints respected, within the option set's ``time_limit`` for the whole
-    call.  See :class:`OPResult`."""
+    call.  See :class:`OPResult`.
+
+    ``failure`` (a :class:`simcalib.metamodel.failure.FailureModel`; default: the
+    one attached to ``mm``, ``mm.failure``): the run-success classifier becomes one
+    more output of the embedded network, bounded below so that the answer's predicted
+    success probability is at least its threshold; the result's ``predicted`` holds
+    the metamodel's outputs only, ``info['failure']`` the answer's predicted success probability."""
+    if failure is None:
+        failure = getattr(mm, "failure", None)
+    if failure is not None:
+        from simcalib.metamodel.failure import guarded
+
+        n_out = len(mm.output_names)
+        res = optimize(guarded(mm, failure), space, target, context, solver, box, weights,
+                       warm_start, seed)
+        res.predicted = np.asarray(res.predicted)[:n_out]
+        prob = float("nan")
+        if np.isfinite(res.x).all():
+            vals = {**dict(zip(space.tunable_names, np.asarray(res.x, dtype=float),
+                               strict=True)), **dict(context or {})}
+            prob = float(failure.prob(np.array([[vals[n] for n in failure.input_names]]))[0])
+        res.info["failure"] = {"threshold": failure.threshold, "success_probability": prob}
+        return res
     t0 = time.perf_counter()
     budget = Budget(t0, float(solver_settings(solver)["time_limit"]))
     with one_blas_thread():
@@ -349,7 +378,9 @@ def _solve(mm: Metamodel, space: Space, problem: OPProblem, s: dict[str, Any], n
         model = build_milp(problem, nb)
         info["model"] = {"cols": model.n_cols, "rows": model.n_rows,
                          "binaries": model.n_binaries}
-        warm = model.solution_from_x(problem, x0) if x0 is not None else None
+        # an incumbent outside a constraint output's bound is no incumbent
+        warm = (model.solution_from_x(problem, x0)
+                if x0 is not None and problem.feasible(x0)[0] else None)
         raw = highs_backend.solve(model, s, warm, seed)
         info["solve_seconds"] = raw.seconds
         x = raw.values[model.x] if raw.values is not None else None

@@ -62,6 +62,23 @@ class OPProblem:
     tunable_names: list[str]
     output_names: list[str]
     context: dict[str, float]
+    #: lower bounds of the standardised outputs (-inf: none); a finite one belongs to a
+    #: constraint output (a run-success logit, :mod:`simcalib.metamodel.failure`)
+    y_lo: np.ndarray | None = None
+
+    @property
+    def guarded(self) -> bool:
+        return self.y_lo is not None and bool(np.isfinite(self.y_lo).any())
+
+    def guard_ok(self, x: np.ndarray, tol: float = 1e-7) -> np.ndarray:
+        """Rows whose constrained outputs meet their lower bounds (all rows when
+        there are none)."""
+        x = np.atleast_2d(x)
+        if not self.guarded:
+            return np.ones(len(x), dtype=bool)
+        fin = np.isfinite(self.y_lo)
+        y = self.forward(x)[-1]
+        return np.all(y[:, fin] >= self.y_lo[fin] - tol, axis=1)
 
     @property
     def n_in(self) -> int:
@@ -83,8 +100,12 @@ class OPProblem:
         return pre
 
     def objective(self, x: np.ndarray) -> np.ndarray:
+        """Σ w |y - ẑ|; +inf where a constraint output misses its bound."""
         y = self.forward(x)[-1]
-        return np.abs(y - self.target_scaled) @ self.weights
+        f = np.abs(y - self.target_scaled) @ self.weights
+        if self.guarded:
+            f = np.where(self.guard_ok(x), f, np.inf)
+        return f
 
     def feasible(self, x: np.ndarray, tol: float = 1e-7) -> np.ndarray:
         x = np.atleast_2d(x)
@@ -95,6 +116,8 @@ class OPProblem:
         if self.integer.any():
             xi = x[:, self.integer]
             ok &= np.all(np.abs(xi - np.round(xi)) <= 1e-6, axis=1)
+        if self.guarded:
+            ok &= self.guard_ok(x, tol)
         return ok
 
     def torch_net(self) -> nn.Sequential:
@@ -112,7 +135,17 @@ class OPProblem:
         return nn.Sequential(*mods).eval()
 
 
+def constraint_outputs(mm: Metamodel) -> dict[str, float]:
+    """Outputs of ``mm`` that are constraints, not targets: {name: lower bound (raw
+    units)} (``Metamodel.info['constraint_outputs']``, set by
+    :func:`simcalib.metamodel.failure.guarded`)."""
+    return {str(k): float(v) for k, v in (mm.info.get("constraint_outputs") or {}).items()}
+
+
 def _check_target(mm: Metamodel, target: Mapping[str, float]) -> np.ndarray:
+    cons = constraint_outputs(mm)
+    # a constraint output has no target value (weight 0): 0 stands in for it
+    target = {**{k: 0.0 for k in cons}, **{k: v for k, v in target.items() if k not in cons}}
     keys = set(target)
     missing = [o for o in mm.output_names if o not in keys]
     extra = sorted(keys - set(mm.output_names))
@@ -189,7 +222,15 @@ def build_problem(mm: Metamodel, space: Space, target: Mapping[str, float],
     if missing_ctx:
         raise DataError("target", f"missing context value(s) {missing_ctx}")
     z = _check_target(mm, target)
-    w = _weights(mm, weights)
+    cons = constraint_outputs(mm)
+    w = _weights(mm, {k: v for k, v in (weights or {}).items() if k not in cons} or None)
+    y_lo = None
+    if cons:
+        y_lo = np.full(len(mm.output_names), -np.inf)
+        for name, bound in cons.items():
+            j = mm.output_names.index(name)
+            w[j] = 0.0
+            y_lo[j] = (bound - float(mm.y_mean[j])) / float(mm.y_std[j])
     lo, hi = check_box(space, context, box)
     nt = len(space.tunable_names)
     layers = mm.linear_layers()
@@ -225,7 +266,7 @@ def build_problem(mm: Metamodel, space: Space, target: Mapping[str, float],
         A=np.array(rows).reshape(len(rows), nt), rhs=np.array(rhs, dtype=float),
         equality=np.array(eq, dtype=bool), target_scaled=mm.scale_outputs(z), weights=w,
         tunable_names=list(space.tunable_names), output_names=list(mm.output_names),
-        context=context)
+        context=context, y_lo=y_lo)
 
 
 def full_inputs(mm: Metamodel, problem: OPProblem, x: np.ndarray) -> np.ndarray:

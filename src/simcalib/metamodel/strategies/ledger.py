@@ -107,6 +107,10 @@ class BudgetExceeded(RuntimeError):
 
 
 
+#: candidates drawn per random run when a run-success classifier filters them
+FAILURE_OVERSAMPLE = 4
+
+
 @dataclass
 class TargetRun:
     """Everything a strategy needs for one target; counts and logs every run."""
@@ -169,11 +173,22 @@ class TargetRun:
         return self.space.proximity_box(anchor, radius, self.target.context)
 
     def sample(self, n: int, box: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """``n`` random points of ``box``.  With a run-success classifier (the
+        metamodel's ``failure``) every strategy but ``rs`` (the baseline stays blind)
+        draws :data:`FAILURE_OVERSAMPLE` times as many and keeps the first ``n``
+        predicted to succeed, topped up in draw order when too few are."""
         if n <= 0:
             return np.zeros((0, len(self.space.tunable_names)))
-        df = self.space.sample_tunables(n, self.rng, self.settings.get("sampling", "uniform"),
+        fm = getattr(self.mm, "failure", None)
+        k = n * FAILURE_OVERSAMPLE if fm is not None and self.strategy != "rs" else n
+        df = self.space.sample_tunables(k, self.rng, self.settings.get("sampling", "uniform"),
                                         self.target.context, box)
-        return df[self.space.tunable_names].to_numpy(dtype=float)
+        X = df[self.space.tunable_names].to_numpy(dtype=float)
+        if k == n:
+            return X
+        ok = fm.ok(self.frame(X)[fm.input_names].to_numpy(dtype=float))
+        order = np.concatenate([np.flatnonzero(ok), np.flatnonzero(~ok)])
+        return X[np.sort(order[:n]) if ok.sum() >= n else order[:n]]
 
     # ---- errors ------------------------------------------------------------
     def err(self, Y: np.ndarray) -> np.ndarray:
