@@ -166,3 +166,17 @@ def test_failure_file_roundtrip_and_sampling_filter(failing_mm, tmp_path) -> Non
 
     assert (draw("pts")[:, 1] >= 2).all()       # predicted failures are not proposed
     assert (draw("rs")[:, 1] <= 1).any()        # the baseline stays blind
+
+
+def test_the_failing_example_config_validates_and_finds_its_program() -> None:
+    from simcalib.config import load_config
+    from simcalib.simulators.pyfunc import load_callable
+    from tests.conftest import REPO
+
+    cfg = load_config(REPO / "config" / "failing_example.yaml")
+    s = cfg["studies"]["int_fail"]
+    assert s["metamodel"]["failure"]["model"] == "auto"
+    fn = load_callable(s["simulator"]["options"]["function"], "k",
+                       s["simulator"]["options"]["path"])   # relative: under the checkout
+    out = fn(pd.DataFrame({"x": [0.5], "z": [0.3], "k": [2]}), {})
+    assert out["y"].iloc[0] == pytest.approx(0.2)

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from simcalib.errors import ConfigError
+from simcalib.io import PACKAGE_ROOT
 from simcalib.simulators.base import (
     STATUS_ERROR,
     check_columns,
@@ -43,7 +44,12 @@ def load_callable(spec: str, key: str, path: str | None = None) -> Callable[...,
         raise ConfigError(key, f"{spec!r} must look like 'package.module:function'")
     mod_name, fn_name = spec.split(":", 1)
     if path:
-        p = str(Path(path).resolve())
+        # relative to the working directory, else to the checkout that ships it (the
+        # shipped examples also run when Snakemake works in another directory, -d)
+        rel = Path(path).expanduser()
+        if not rel.is_absolute() and not rel.exists() and (PACKAGE_ROOT / rel).exists():
+            rel = PACKAGE_ROOT / rel
+        p = str(rel.resolve())
         if p not in sys.path:
             sys.path.insert(0, p)
     try:
