@@ -17,6 +17,7 @@ from typing import Any
 from simcalib.config import semantic_check
 from simcalib.errors import ConfigError
 from simcalib.study.model import Study
+from simcalib.study.names import check_study_name
 from simcalib.study.observations import read_observations, set_key, target_sets
 
 
@@ -26,6 +27,7 @@ def check_studies(config: Mapping[str, Any]) -> None:
     options and templates), and check cross-references."""
     solvers = set((config.get("solvers") or {}).keys())
     for name, cfg in (config.get("studies") or {}).items():
+        check_study_name(name, f"studies.{name}")
         study = Study(name, cfg)
         study.space  # noqa: B018  (validates)
         study.simulator  # noqa: B018

@@ -17,6 +17,7 @@ from typing import Any
 from simcalib.config import validate_section
 from simcalib.errors import ConfigError
 from simcalib.simulators import Simulator, build_simulator, study_outputs
+from simcalib.study.names import check_study_names, study_derived
 from simcalib.study.space import Space, build_space
 
 #: What a study built from Python must name (a config file's study also needs a design
@@ -44,9 +45,19 @@ class Study:
         self.cfg = validate_section(self.cfg, "study.schema.yaml", self.key,
                                     () if self.partial else API_REQUIRED)
         if not self.partial:  # what validating a config file builds too
+            self.check_names(self.cfg.get("outputs") or [])
             self.space  # noqa: B018
             self.simulator  # noqa: B018
-            self.outputs  # noqa: B018
+            self.check_names(self.outputs, None if self.cfg.get("outputs")
+                             else f"{self.key}.simulator")
+
+    def check_names(self, outputs: list[str], outputs_key: str | None = None) -> None:
+        """Parameter, context and output names plain, unreserved and distinct
+        (:mod:`simcalib.study.names`); called before anything is built, so a bad name
+        is reported as a name, not as whatever it breaks first."""
+        cfg = self.cfg or {}
+        check_study_names(self.key, cfg.get("parameters") or {}, cfg.get("contexts") or {},
+                          outputs, study_derived(cfg), outputs_key)
 
     @property
     def key(self) -> str:
