@@ -93,6 +93,25 @@ def test_output_flags_follow_one_scheme() -> None:
             assert len(a.option_strings) == 1, f"{name} {flag}: one spelling per option"
 
 
+def test_choices_come_from_the_registry_and_metavars_name_their_flag() -> None:
+    """A new strategy is a valid ``--strategy`` and named in its help without editing
+    the CLI; the usage line shows each option under its own name."""
+    from simcalib.metamodel.strategies.registry import names
+
+    verbs = _verbs()
+    strat = next(a for a in _options(verbs["cal-run"]) if a.option_strings == ["--strategy"])
+    assert list(strat.choices) == names()
+    assert all(n in strat.help for n in names()) and "gpbo" in strat.help
+    case = next(a for a in _options(verbs["ms-fit"]) if a.option_strings == ["--case"])
+    assert set(case.choices) == {"analytic", "hardening/step1", "hardening/step2"}
+    for name, p in verbs.items():
+        for a in _options(p):
+            flag = a.option_strings[0].lstrip("-").replace("-", "_")
+            if a.nargs == 0 or a.metavar is not None or a.choices:
+                continue
+            assert a.dest == flag, f"{name} {a.option_strings[0]}: shown as {a.dest.upper()}"
+
+
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["--version"])

@@ -164,3 +164,15 @@ def test_report_summary_verb_writes_every_page(results: Path, tmp_path: Path) ->
     assert "test R²" not in (out / "tables" / "paper3.html").read_text()
     md = (out / "summary.md").read_text()
     assert md.count("## ") == 5 and "OP per target" in md      # trust, 3 studies, runtime
+
+
+def test_every_report_caption_exists() -> None:
+    """`snakemake --report` stops at the first output whose caption file is missing."""
+    root = Path(__file__).resolve().parents[1]
+    rules = [*(root / "workflow" / "rules").rglob("*.smk"), root / "Snakefile"]
+    captions = {c for f in rules for c in re.findall(
+        r'figure\(\s*f?"[^"]*",\s*"([a-z_0-9]+)"', f.read_text(), re.S)}
+    assert len(captions) > 10
+    missing = sorted(c for c in captions
+                     if not (root / "workflow" / "report" / f"{c}.rst").is_file())
+    assert not missing, missing

@@ -481,8 +481,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "with the replication count and a convergence note.")
     p.add_argument("--setting", required=True, help="setting name")
     p.add_argument("--metrics", required=True, help="metrics.csv from bayes-metrics")
-    p.add_argument("--metrics-outputs", dest="output_metrics", required=True,
-                   help="output_metrics.csv from bayes-metrics")
+    p.add_argument("--metrics-outputs", dest="output_metrics", metavar="METRICS_OUTPUTS",
+                   required=True, help="output_metrics.csv from bayes-metrics")
     p.add_argument("--output-params", dest="out_params", required=True,
                    help="parameter table CSV to write (a .md beside it too)")
     p.add_argument("--output-outputs", dest="out_output", required=True,

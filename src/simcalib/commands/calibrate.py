@@ -60,14 +60,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", required=True, help="anchors CSV to write")
     p.set_defaults(func=cmd_anchors)
 
+    from simcalib.metamodel.strategies.registry import names
+
+    strategies = names()   # the registry: a new strategy appears here by itself
     p = sub.add_parser("cal-run", help="run one calibration strategy on every target",
-                       description="Run one strategy (rs, op, stp, pts, adaptive, blackbox) "
+                       description=f"Run one strategy ({', '.join(strategies)}) "
                        "with the simulation budget of calibration.budget on every target of "
                        "the targets CSV, using the metamodel (and the anchors, when given); "
                        "write one record per target (predicted and actual error) and "
                        "optionally the log of every simulator run.")
     _add_common(p)
-    p.add_argument("--strategy", required=True, help="rs, op, stp, pts, adaptive or blackbox")
+    p.add_argument("--strategy", required=True, choices=strategies, metavar="STRATEGY",
+                   help=f"one of {', '.join(strategies)} (docs/strategies.md)")
     p.add_argument("--proximity", type=float,
                    help="proximity R (default: calibration.proximity)")
     p.add_argument("--anchors", help="anchors CSV from cal-anchors (else OP is solved)")

@@ -25,6 +25,8 @@ from simcalib.commands._common import (
 log = logging.getLogger("simcalib.multisource")
 
 CASES = ("analytic", "hardening")
+#: ms-fit's case labels: the analytic example and the hardening law's two steps
+FIT_CASES = ("analytic", "hardening/step1", "hardening/step2")
 FIT_FILES = ("theta.csv", "theta_seeds.csv", "posterior.csv", "rrmse.csv", "predictions.csv",
              "latent.csv", "history.csv", "models.pt", "fit.json")
 
@@ -65,9 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "once per seed of fit.n_seeds, and write theta-hat summaries, "
                        "posterior draws, RRMSE, predictions, latents, the training history, "
                        "the trained networks and fit.json into --output-dir.")
-    p.add_argument("--case", required=True,
-                   help="case label used in seeds and logs: analytic, hardening/step1 or "
-                   "hardening/step2")
+    p.add_argument("--case", required=True, choices=FIT_CASES,
+                   help="case label used in seeds and logs")
     p.add_argument("--scenario", required=True,
                    help="scenario name (a key of multisource.<case>.scenarios)")
     add_params_or_config(p, "{fit: ..., sources: [...], theta?: {...}, max_input?: {...}, "

@@ -287,7 +287,11 @@ def console_summary(results: str | Path, studies: Sequence[str] = (),
     for f in flags:
         lines.append(f"FLAG {f.line()}")
         lines.append(f"     open {f.file}")
-    if page and Path(page).is_file():
+    if failed:
+        lines.append("The run is partial: `snakemake --report` needs every result of the "
+                     "config; `snakemake --report results/report.html results/<study>/all.done"
+                     " --configfile ...` reports the studies that finished.")
+    elif page and Path(page).is_file():
         lines.append(f"The answer, first: {page} "
                      "(or `snakemake --report results/report.html`)")
     lines.append(count_line(len(flags)))

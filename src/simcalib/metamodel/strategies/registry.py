@@ -25,7 +25,7 @@ from typing import Any
 COMMON_KEYS: tuple[str, ...] = ("sampling", "mc_samples", "rescore")
 
 #: Modules of this package that hold machinery, not strategies.
-_NOT_STRATEGIES = frozenset({"registry", "settings", "ledger", "runner", "summary"})
+_NOT_STRATEGIES = frozenset({"registry", "settings", "ledger", "runner", "summary", "score"})
 
 
 @dataclass(frozen=True)
