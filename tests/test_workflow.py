@@ -111,7 +111,8 @@ def test_summary_and_html_report(workflow_dir: Path) -> None:
     out = workflow_dir / "report.html"
     run_snakemake(workflow_dir, "--report", str(out))
     html = out.read_text(errors="replace")
-    for category in ("Paper 1", "Paper 2", "Paper 3", "0 Read me first"):
+    for category in ("1 Metamodel calibration", "2 Multi-source calibration (iPro-NC)",
+                     "3 Bayesian calibration (KOH vs MOS)", "0 Read me first"):
         assert category in html, category
     assert "What to read first" in html          # the first page (workflow.rst)
     pages = _embedded_html(html)

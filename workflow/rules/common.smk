@@ -30,10 +30,20 @@ def study_params(*keys):
     return fn
 
 
+# The report's menu names the method, not the paper: a user's own study is no paper's.
+REPORT_CATEGORIES = {
+    "Paper 1": "1 Metamodel calibration",
+    "Posterior": "1 Metamodel calibration",
+    "Paper 2": "2 Multi-source calibration (iPro-NC)",
+    "Paper 3": "3 Bayesian calibration (KOH vs MOS)",
+}
+
+
 def figure(path, caption, category, subcategory=None):
     """Register an output in the HTML report (`snakemake --report`), with a caption
-    from workflow/report/<caption>.rst and a category (Paper 1 / 2 / 3)."""
-    kwargs = {"category": category}
+    from workflow/report/<caption>.rst and a category (the method, REPORT_CATEGORIES;
+    rules name it by paper)."""
+    kwargs = {"category": REPORT_CATEGORIES.get(category, category)}
     if subcategory:
         kwargs["subcategory"] = subcategory
     return report(path, caption=f"../report/{caption}.rst", **kwargs)
