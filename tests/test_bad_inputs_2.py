@@ -6,14 +6,19 @@ the key (config) or the file and line (data).  The base config is the one of
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from test_bad_configs import _patched
 
+from simcalib.bayes.data import read_obs
 from simcalib.config import validate_config
-from simcalib.errors import ConfigError
+from simcalib.errors import ConfigError, DataError
+from simcalib.simulators.command_parse import OutputParseError, parse_csv
+from simcalib.study.merge import read_chunk
 from simcalib.study.model import Study
+from simcalib.study.observations import read_observations
 
 RB = "studies.rb"
 OSC = "studies.osc"
@@ -93,3 +98,63 @@ def test_python_api_checks_names_too() -> None:
         Study("s", {**base, "parameters": {"x": PAR, "status": PAR}})
     with pytest.raises(ConfigError, match=r"studies\.s\.outputs\[1\].*listed twice"):
         Study("s", {**base, "outputs": ["y", "y"]})
+
+
+# ---- strict CSVs: (id, text, the line the message must name or None, what it says)
+RAGGED = [
+    ("extra-field-first-row", "q,a\n1,2,3\n4,5,6\n", 2, "3 fields, the header has 2"),
+    ("extra-field-middle", "q,a\n1,2\n4,5,6\n7,8\n", 3, "3 fields"),
+    ("missing-field", "q,a\n1,2\n4\n", 3, "1 fields"),
+    ("trailing-comma", "q,a\n1,2,\n", 2, "3 fields"),
+    ("leading-index", ",q,a\n0,1,2\n", 1, "no name"),
+    ("duplicate-header", "q,q\n1,2\n", 1, "more than once"),
+    ("quoted-extra", 'q,a\n1,"2,3",4\n', 2, "3 fields"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "says"), [c[1:] for c in RAGGED],
+                         ids=[c[0] for c in RAGGED])
+def test_ragged_observations_are_errors_naming_file_and_line(tmp_path: Path, text: str,
+                                                             line: int, says: str) -> None:
+    f = tmp_path / "obs.csv"
+    f.write_text(text)
+    with pytest.raises(DataError) as err:
+        read_observations(f, ["q"], ["a"], ["x"], "studies.s.targets.file")
+    assert str(f) in str(err.value) and f"line {line}" in str(err.value), str(err.value)
+    assert says in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "line", "says"), [c[1:] for c in RAGGED],
+                         ids=[c[0] for c in RAGGED])
+def test_ragged_bayes_data_are_errors_naming_file_and_line(tmp_path: Path, text: str,
+                                                           line: int, says: str) -> None:
+    f = tmp_path / "d.csv"
+    f.write_text(text.replace("q,", "time,", 1).replace("q\n", "time\n"))
+    with pytest.raises(DataError) as err:
+        read_obs(f)
+    assert str(f) in str(err.value) and f"line {line}" in str(err.value), str(err.value)
+
+
+def test_well_formed_csv_still_reads(tmp_path: Path) -> None:
+    """Blank lines and quoted commas are fine; the strictness costs no valid file."""
+    f = tmp_path / "obs.csv"
+    f.write_text('q,a\n1.5,2\n\n"2.5",3\n')
+    df = read_observations(f, ["q"], ["a"], ["x"])
+    assert df["q"].tolist() == [1.5, 2.5] and df["a"].tolist() == [2.0, 3.0]
+
+
+def test_ragged_chunk_names_the_line_and_the_fix(tmp_path: Path) -> None:
+    f = tmp_path / "chunk_0.csv"
+    f.write_text("run_id,x,q,status,message\n0,1,2,ok,\n1,1,2,3,ok,\n")
+    with pytest.raises(DataError, match=r"line 3: 6 fields.*rerunning this chunk"):
+        read_chunk(f)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("t,q\n0,1\n1,2,3\n2,3\n", "CSV line 3 has 3 fields"),  # a ragged row before the last
+    ("t,q,q\n0,1,2\n", r"column\(s\) \['q'\] appear more than once"),
+])
+def test_simulator_csv_output_is_strict(text: str, match: str) -> None:
+    with pytest.raises(OutputParseError, match=match):
+        parse_csv(text)
+    assert parse_csv("t,q\n0,1\n1,2\n") == {"t": "1", "q": "2"}

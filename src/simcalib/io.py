@@ -8,6 +8,7 @@ into place, so an interrupted job never leaves a half-written file that Snakemak
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import tempfile
@@ -96,11 +97,72 @@ def write_text(text: str, path: str | os.PathLike[str]) -> None:
         tmp.write_text(text)
 
 
-def read_csv(path: str | os.PathLike[str], required: Iterable[str] = ()) -> pd.DataFrame:
-    """Read a CSV and check that ``required`` columns exist, naming the file and the
-    missing columns otherwise."""
+def check_csv_shape(path: str | os.PathLike[str], source: str | None = None,
+                    cut_tail_ok: bool = False) -> None:
+    """Every row of the CSV at ``path`` has as many fields as its header, and the header
+    names are non-empty and distinct; else a :class:`DataError` naming the file and line.
+
+    Why: pandas reads a table whose rows have one field more than the header with the
+    first field as an index (every value shifted one column, silently), pads short rows
+    with NaN, and renames a repeated header ``x`` to ``x.1``.  A user's observations
+    or data file with one stray comma would then be calibrated to the wrong numbers.
+    Blank lines are skipped, as pandas skips them.  ``cut_tail_ok`` leaves a short last
+    row with no newline after it (a file cut off mid-write) to the caller, whose own
+    check can say more (a chunk names the run that was cut)."""
+    src = source or str(path)
     try:
-        df = pd.read_csv(path, keep_default_na=True)
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header: list[str] | None = None
+            for row in reader:
+                if not row or not any(c.strip() for c in row):
+                    continue
+                if header is None:
+                    header = [c.strip() for c in row]
+                    empty = [i + 1 for i, c in enumerate(header) if not c]
+                    if empty:
+                        raise DataError(src, f"line {reader.line_num}: header column(s) "
+                                        f"{empty} have no name (an index written by "
+                                        "to_csv(index=True)? drop that column)")
+                    dup = sorted({c for c in header if header.count(c) > 1})
+                    if dup:
+                        raise DataError(src, f"line {reader.line_num}: header column(s) {dup} "
+                                        "appear more than once")
+                    continue
+                if len(row) != len(header):
+                    if cut_tail_ok and len(row) < len(header) and _at_unterminated_end(fh, path):
+                        return
+                    raise DataError(src, f"line {reader.line_num}: {len(row)} fields, the "
+                                    f"header has {len(header)} (a stray or missing "
+                                    "separator? the values would be read shifted)")
+    except FileNotFoundError:
+        raise DataError(src, "file not found") from None
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise DataError(src, f"not a readable CSV table ({exc})") from None
+
+
+def _at_unterminated_end(fh: Any, path: str | os.PathLike[str]) -> bool:
+    """The reader consumed the whole file and its last byte is not a newline."""
+    if fh.read(1):
+        return False
+    with open(path, "rb") as raw:
+        raw.seek(0, os.SEEK_END)
+        if raw.tell() == 0:
+            return False
+        raw.seek(-1, os.SEEK_END)
+        return raw.read(1) not in (b"\n", b"\r")
+
+
+def read_csv(path: str | os.PathLike[str], required: Iterable[str] = (),
+             strict: bool = True) -> pd.DataFrame:
+    """Read a CSV and check that ``required`` columns exist, naming the file and the
+    missing columns otherwise.  ``strict`` (default) first checks the table's shape
+    (:func:`check_csv_shape`): a ragged row, an unnamed or a repeated header column is
+    an error naming the line, never a silently shifted read."""
+    if strict:
+        check_csv_shape(path)
+    try:
+        df = pd.read_csv(path, keep_default_na=True, index_col=False)
     except FileNotFoundError:
         raise DataError(str(path), "file not found") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

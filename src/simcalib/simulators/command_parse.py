@@ -180,13 +180,20 @@ def describe_output(text: str, parser: str, separator: str = KEYVALUE_SEPARATOR,
 def parse_csv(text: str) -> dict[str, str]:
     """A CSV table with a header; the *last* data row is used (simulators that
     write a time series usually end with the final state)."""
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    reader = csv.reader(io.StringIO(text))
+    rows = [(reader.line_num, r) for r in reader if any(c.strip() for c in r)]
     if len(rows) < 2:
         raise OutputParseError("CSV output needs a header and at least one data row")
-    header, last = [h.strip() for h in rows[0]], rows[-1]
-    if len(last) != len(header):
-        raise OutputParseError(f"CSV last row has {len(last)} fields, header has {len(header)}")
-    return dict(zip(header, (c.strip() for c in last), strict=True))
+    header = [h.strip() for h in rows[0][1]]
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise OutputParseError(f"CSV header line {rows[0][0]}: column(s) {dup} appear more "
+                               "than once")
+    for line, row in rows[1:]:  # every row, not just the last: a ragged table is malformed
+        if len(row) != len(header):
+            raise OutputParseError(f"CSV line {line} has {len(row)} fields, the header has "
+                                   f"{len(header)}")
+    return dict(zip(header, (c.strip() for c in rows[-1][1]), strict=True))
 
 
 def parse_json(text: str) -> Any:

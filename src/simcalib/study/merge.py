@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from simcalib.errors import DataError
+from simcalib.io import check_csv_shape
 from simcalib.simulators.base import STATUSES
 
 TAIL = ("status", "message")
@@ -45,7 +46,12 @@ def read_chunk(path: str | Path) -> pd.DataFrame:
         if p.stat().st_size == 0:
             raise DataError(str(p), "chunk file is empty (0 bytes): its job was cut off or the "
                             "file was damaged" + _redo(p))
-        return pd.read_csv(p, keep_default_na=False, na_values=["", "nan", "NaN"])
+        try:
+            check_csv_shape(p, cut_tail_ok=True)
+        except DataError as exc:
+            raise DataError(str(p), exc.message + _redo(p)) from None
+        return pd.read_csv(p, keep_default_na=False, na_values=["", "nan", "NaN"],
+                           index_col=False)
     except FileNotFoundError:
         raise DataError(str(p), "chunk file not found" + _redo(p)) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from simcalib.errors import DataError
-from simcalib.io import PACKAGE_ROOT
+from simcalib.io import PACKAGE_ROOT, check_csv_shape
 
 SD_PREFIX = "sd_"
 WEIGHT_PREFIX = "weight_"
@@ -76,8 +76,10 @@ def read_observations(path: str | Path, outputs: list[str], contexts: list[str],
     if not p.is_file():
         raise DataError(src, f"observations file not found (looked in {Path.cwd()} and "
                         f"{PACKAGE_ROOT})")
+    check_csv_shape(p, src)
     try:
-        df = pd.read_csv(p, keep_default_na=False, na_values=["", "nan", "NaN", "NA"])
+        df = pd.read_csv(p, keep_default_na=False, na_values=["", "nan", "NaN", "NA"],
+                         index_col=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise DataError(src, f"cannot read as CSV: {exc}") from None
     df.columns = [str(c).strip() for c in df.columns]
