@@ -6,15 +6,20 @@ the key (config) or the file and line (data).  The base config is the one of
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
 from test_bad_configs import _patched
 
 from simcalib.bayes.data import read_obs
 from simcalib.config import validate_config
 from simcalib.errors import ConfigError, DataError
+from simcalib.metamodel.failure import FailureModel, load_failure, save_failure
+from simcalib.metamodel.model import Metamodel, build_net
 from simcalib.simulators.command_parse import OutputParseError, parse_csv
 from simcalib.study.merge import read_chunk
 from simcalib.study.model import Study
@@ -158,3 +163,59 @@ def test_simulator_csv_output_is_strict(text: str, match: str) -> None:
     with pytest.raises(OutputParseError, match=match):
         parse_csv(text)
     assert parse_csv("t,q\n0,1\n1,2\n") == {"t": "1", "q": "2"}
+
+
+# ---- checksummed model files
+def _tiny_metamodel() -> Metamodel:
+    torch.manual_seed(0)
+    net = build_net(2, [3], 1)
+    return Metamodel(net, ["x", "y"], ["q"], np.array([0.5, 1.0]), np.array([2.0, 3.0]),
+                     np.array([0.1]), np.array([4.0]), {"study": "s"})
+
+
+def _flip(path: Path, at: int) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[at] ^= 0x01
+    path.write_bytes(bytes(raw))
+
+
+def test_metamodel_round_trip_is_checked_and_exact(tmp_path: Path) -> None:
+    mm = _tiny_metamodel()
+    mm.save(tmp_path)
+    meta = json.loads((tmp_path / "metamodel.json").read_text())
+    assert len(meta["model_sha256"]) == 64 and len(meta["meta_sha256"]) == 64
+    back = Metamodel.load(tmp_path)
+    X = np.array([[0.1, 0.2], [1.5, -2.0]])
+    assert np.array_equal(back.predict(X), mm.predict(X))
+    assert "model_sha256" not in back.info
+
+
+def test_flipped_byte_in_model_pt_is_detected(tmp_path: Path) -> None:
+    """One flipped bit in the weights used to load silently and change OP's answer."""
+    _tiny_metamodel().save(tmp_path)
+    pt = tmp_path / "model.pt"
+    _flip(pt, pt.stat().st_size // 2)
+    with pytest.raises(DataError, match=r"model\.pt: checksum mismatch.*delete .*rerun"):
+        Metamodel.load(tmp_path)
+
+
+def test_edited_scaling_in_metamodel_json_is_detected(tmp_path: Path) -> None:
+    _tiny_metamodel().save(tmp_path)
+    mj = tmp_path / "metamodel.json"
+    meta = json.loads(mj.read_text())
+    meta["y_std"] = [4.5]  # a valid JSON number, a different model
+    mj.write_text(json.dumps(meta))
+    with pytest.raises(DataError, match=r"metamodel\.json: checksum mismatch.*mm_train"):
+        Metamodel.load(tmp_path)
+
+
+def test_damaged_failure_classifier_is_detected(tmp_path: Path) -> None:
+    net = build_net(2, [2], 1)
+    fm = FailureModel(net, ["x", "y"], np.zeros(2), np.ones(2), 0.5, {"accuracy": 0.9})
+    path = save_failure(fm, tmp_path)
+    assert load_failure(tmp_path) is not None
+    d = json.loads(path.read_text())
+    d["threshold"] = 0.05
+    path.write_text(json.dumps(d))
+    with pytest.raises(DataError, match=r"failure\.json: checksum mismatch"):
+        load_failure(tmp_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import json
 import os
 import tempfile
@@ -84,6 +85,33 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise DataError(str(path), "file not found") from None
     except json.JSONDecodeError as exc:
         raise DataError(str(path), f"not valid JSON ({exc})") from None
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def content_sha256(obj: Any) -> str:
+    """The SHA-256 of ``obj``'s canonical JSON (sorted keys, no spaces): a digest a
+    JSON file can carry of its own other keys (floats round-trip exactly)."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_sha256(path: str | os.PathLike[str], expected: str, actual: str, fix: str) -> None:
+    """A :class:`DataError` naming ``path`` when a recorded checksum does not match.
+
+    Why: a trained artefact with one flipped byte (disk, copy, a hand edit) loads
+    without error and silently changes every answer computed from it."""
+    if expected != actual:
+        raise DataError(str(path), f"checksum mismatch (recorded sha256 {expected[:12]}..., "
+                        f"file has {actual[:12]}...): the file was changed or damaged after "
+                        f"it was written; {fix}")
 
 
 def write_csv(df: pd.DataFrame, path: str | os.PathLike[str], **kwargs: Any) -> None:

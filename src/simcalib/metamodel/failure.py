@@ -210,11 +210,13 @@ def save_failure(fm: FailureModel | None, directory: str | Path) -> Path:
     if fm is None:
         io.write_json({"model": None}, path)
         return path
-    io.write_json({"model": "relu-classifier", "input_names": fm.input_names,
-                   "x_mean": fm.x_mean.tolist(), "x_std": fm.x_std.tolist(),
-                   "threshold": fm.threshold,
-                   "layers": [[W.tolist(), b.tolist()] for W, b in fm.layers()],
-                   "info": fm.info}, path)
+    body = {"model": "relu-classifier", "input_names": fm.input_names,
+            "x_mean": fm.x_mean.tolist(), "x_std": fm.x_std.tolist(),
+            "threshold": fm.threshold,
+            "layers": [[W.tolist(), b.tolist()] for W, b in fm.layers()],
+            "info": fm.info}
+    # its own digest: a damaged weight would otherwise silently move OP's feasible region
+    io.write_json({**body, "sha256": io.content_sha256(body)}, path)
     return path
 
 
@@ -230,6 +232,10 @@ def load_failure(directory: str | Path) -> FailureModel | None:
     d = io.read_json(path)
     if not d.get("model"):
         return None
+    if "sha256" in d:
+        body = {k: v for k, v in d.items() if k != "sha256"}
+        io.check_sha256(path, d["sha256"], io.content_sha256(body),
+                        f"delete {path} and rerun the workflow (rule mm_train rewrites it)")
     try:
         layers = [(np.asarray(W, dtype=float), np.asarray(b, dtype=float))
                   for W, b in d["layers"]]

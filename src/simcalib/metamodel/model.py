@@ -22,6 +22,7 @@ scalers, names, input ranges, metrics).  Loading needs only these two files.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,12 @@ from torch import nn
 from simcalib import io, timing
 from simcalib.errors import DataError
 
+log = logging.getLogger(__name__)
+
 MODEL_FILE = "model.pt"
+#: the keys of metamodel.json its ``meta_sha256`` covers: what a prediction depends on
+CHECKED_KEYS = ("input_names", "output_names", "hidden", "dropout", "x_mean", "x_std",
+                "y_mean", "y_std")
 META_FILE = "metamodel.json"
 DTYPE = torch.float64
 
@@ -175,11 +181,17 @@ class Metamodel:
         }
 
     def save(self, directory: str | Path) -> None:
-        """Write ``model.pt`` (state_dict) and ``metamodel.json``, each atomically."""
+        """Write ``model.pt`` (state_dict) and ``metamodel.json``, each atomically.
+        ``metamodel.json`` records the SHA-256 of ``model.pt`` and of its own scaling
+        and architecture keys, checked by :meth:`load` (a flipped byte in either file
+        would otherwise load without error and change every prediction)."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         timing.write_torch(self.net.state_dict(), d / MODEL_FILE)
-        timing.write_json(self.to_json(), d / META_FILE)  # train_seconds -> _timing.json
+        meta = self.to_json()
+        meta["model_sha256"] = io.sha256_file(d / MODEL_FILE)
+        meta["meta_sha256"] = io.content_sha256({k: meta[k] for k in CHECKED_KEYS})
+        timing.write_json(meta, d / META_FILE)  # train_seconds -> _timing.json
 
     @classmethod
     def load(cls, directory: str | Path) -> Metamodel:
@@ -189,6 +201,19 @@ class Metamodel:
         missing = [k for k in needed if k not in meta]
         if missing:
             raise DataError(str(d / META_FILE), f"not a simcalib metamodel (missing {missing})")
+        fix = (f"delete {d / MODEL_FILE} and {d / META_FILE} and rerun the workflow (rule "
+               "mm_train retrains the metamodel)")
+        if "meta_sha256" in meta:
+            io.check_sha256(d / META_FILE, meta["meta_sha256"], io.content_sha256(
+                {k: meta.get(k) for k in CHECKED_KEYS}), fix)
+        if "model_sha256" in meta:
+            if not (d / MODEL_FILE).is_file():
+                raise DataError(str(d / MODEL_FILE), "file not found; " + fix)
+            io.check_sha256(d / MODEL_FILE, meta["model_sha256"], io.sha256_file(d / MODEL_FILE),
+                            fix)
+        else:
+            log.warning("%s: no checksum recorded (written by an older simcalib), so a damaged "
+                        "%s cannot be detected; %s to get one", d / META_FILE, MODEL_FILE, fix)
         net = build_net(len(meta["input_names"]), meta["hidden"], len(meta["output_names"]),
                         float(meta.get("dropout", 0.0)))
         try:
@@ -199,7 +224,8 @@ class Metamodel:
         except (RuntimeError, KeyError, ValueError) as exc:
             raise DataError(str(d / MODEL_FILE), f"does not match {META_FILE}: {exc}") from None
         info = {k: v for k, v in meta.items()
-                if k not in needed and k not in ("dropout", "dtype")}
+                if k not in needed and k not in ("dropout", "dtype", "model_sha256",
+                                                 "meta_sha256")}
         return cls(net, meta["input_names"], meta["output_names"], np.array(meta["x_mean"]),
                    np.array(meta["x_std"]), np.array(meta["y_mean"]), np.array(meta["y_std"]),
                    info)
