@@ -175,3 +175,71 @@ def test_fingerprint_hashes_scripts_not_files_the_runs_write(tmp_path: Path) -> 
     assert program_digest(sim) == before
     prog.write_text(EQ_PROGRAM + "# fixed\n")      # the user edited the program
     assert program_digest(sim) != before
+
+
+# ---- every trust flag in the result files, on the console and on the first page --------
+
+FLAGGED = {
+    "seed": 7, "threads": 1,
+    "studies": {"bad": {
+        "simulator": {"type": "rosenbrock"},
+        "parameters": {"x": {"lower": -2, "upper": 2}, "y": {"lower": -1, "upper": 3}},
+        "contexts": {"a": {"values": [1]}, "b": {"values": [100]}},
+        "design": {"method": "sobol", "n": 64, "chunk_size": 64},
+        "targets": {"n": 2},
+        # one epoch: a metamodel far below min_r2
+        "metamodel": {"hidden": [32, 32], "epochs": 1, "patience": 1, "batch_size": 64},
+        "optimize": {"solver": "tiny"},
+        "calibration": {"enabled": True, "strategies": ["op"], "budget": 2, "solver": "tiny"}}},
+    # a millisecond for 64 ReLUs' MILP, no bound tightening: never proven optimal
+    "solvers": {"tiny": {"backend": "highs", "time_limit": 0.001, "threads": 1,
+                         "obbt": {"enabled": False}, "warm_start": {"samples": 100, "local": 0}}},
+    # 200 iterations of 2 chains: never converged
+    "bayes": {"settings": ["two_mass"], "methods": ["koh"], "replications": 1,
+              "predict_draws": 20,
+              "sampler": {"iterations": 200, "burn_in": 100, "chains": 2, "adapt_every": 50,
+                          "ls_starts": 2, "log_every": 100}},
+    "multisource": {"analytic": {"enabled": False}, "hardening": {"enabled": False}},
+}
+
+
+@pytest.mark.slow
+def test_every_flag_reaches_files_console_and_first_page(tmp_path: Path) -> None:
+    """A bad metamodel, an unproven MILP and an unconverged chain, run by Snakemake
+    (about 30 s of workflow time on 2 busy cores)."""
+    import json
+
+    import yaml
+
+    from simcalib.metamodel import trust
+    from tests.conftest import run_snakemake
+
+    cfg = tmp_path / "flagged.yaml"
+    cfg.write_text(yaml.safe_dump(FLAGGED))
+    proc = run_snakemake(tmp_path, configfile=cfg, timeout=600)
+    res = tmp_path / "results"
+    # 1. the result files carry the three flags
+    info = json.loads((res / "bad" / "metamodel" / "metamodel.json").read_text())
+    assert trust.judge(info).weak_outputs == ["f"]
+    op = pd.read_csv(res / "bad" / "op" / "op.csv")
+    assert (op["status"] != "optimal").all()
+    summ = pd.read_csv(res / "bad" / "calibration" / "summary.csv")
+    assert not summ["metamodel_ok"].any() and (summ["op_unproven"] > 0).all()
+    chains = pd.read_csv(next((res / "bayes" / "two_mass" / "koh").rglob("summary.csv")))
+    assert not chains["converged"].astype(bool).all()
+    # 2. the console block names each, with the file to open, and counts them
+    console = (proc.stderr + proc.stdout).splitlines()
+    flags = [ln for ln in console if ln.startswith("FLAG ")]
+    for what in ("bad: metamodel:", "bad: MILP not proven optimal:",
+                 "Bayes two_mass: KOH chains NOT CONVERGED:"):
+        assert any(ln.startswith(f"FLAG {what}") for ln in flags), what
+    assert [ln for ln in console if ln.endswith("flagged")][-1] == \
+        f"{len(flags)} results flagged"
+    # 3. the read-me-first page shows the same flags in red boxes, before the answers
+    page = (res / "report" / "summary.html").read_text()
+    top = page[:page.index('<h2 id="metamodel-calibration')]
+    assert top.count('<p class="flag"><strong>FLAG</strong>') == len(flags)
+    for what in ("metamodel", "MILP not proven optimal", "KOH chains NOT CONVERGED"):
+        assert f"<strong>{what}</strong>" in top, what
+    assert '<p class="flag"><strong>NOT CONVERGED:</strong> KOH chains' in page
+    assert "Calibrated inputs per target: op (recommended)" in page
