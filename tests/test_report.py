@@ -176,3 +176,14 @@ def test_every_report_caption_exists() -> None:
     missing = sorted(c for c in captions
                      if not (root / "workflow" / "report" / f"{c}.rst").is_file())
     assert not missing, missing
+
+
+def test_bayes_trust_columns_are_not_doubled(results: Path) -> None:
+    """table_params.csv that already carries rhat_max keeps one column of it."""
+    base = results / "bayes" / "two_mass"
+    params = pd.read_csv(base / "table_params.csv").assign(rhat_max=[1.003, 1.4])
+    params.to_csv(base / "table_params.csv", index=False)
+    table = next(b.df for b in sec.paper3_section(results, ["two_mass"])
+                 if isinstance(b, sec.Table) and "parameters" in b.title)
+    assert list(table["rhat_max"]) == [1.003, 1.4]
+    assert "rhat_max_x" not in table and list(table["ess_bulk_min"]) == [812.0, 9.0]

@@ -257,7 +257,8 @@ def _bayes_params(base: Path) -> pd.DataFrame | None:
     if params is None:
         return None
     metrics = read_if_exists(base / "metrics.csv")
-    trust = [c for c in ("rhat_max", "ess_bulk_min") if metrics is not None and c in metrics]
+    trust = [c for c in ("rhat_max", "ess_bulk_min") if metrics is not None and c in metrics
+             and c not in params]   # newer table_params.csv files carry them already
     if trust and {"method", "parameter"} <= set(params.columns) & set(metrics.columns):
         params = params.merge(metrics[["method", "parameter", *trust]],
                               on=["method", "parameter"], how="left")
