@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from test_bad_configs import _patched
@@ -20,7 +21,13 @@ from simcalib.config import validate_config
 from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel.failure import FailureModel, load_failure, save_failure
 from simcalib.metamodel.model import Metamodel, build_net
-from simcalib.simulators.command_parse import OutputParseError, parse_csv
+from simcalib.simulators.base import finalize
+from simcalib.simulators.command_parse import (
+    OutputParseError,
+    extract,
+    parse_csv,
+    parse_output,
+)
 from simcalib.study.merge import read_chunk
 from simcalib.study.model import Study
 from simcalib.study.observations import read_observations
@@ -219,3 +226,62 @@ def test_damaged_failure_classifier_is_detected(tmp_path: Path) -> None:
     path.write_text(json.dumps(d))
     with pytest.raises(DataError, match=r"failure\.json: checksum mismatch"):
         load_failure(tmp_path)
+
+
+# ---- silent coercions and scale typos (config)
+MORE_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("integer-log", {f"{RB}.parameters.n": {"lower": 1, "upper": 100, "integer": True,
+                                             "log": True}}, f"{RB}.parameters.n.log"),
+    ("million-chunks", {f"{RB}.design.n": 250_000, f"{RB}.design.chunk_size": 1},
+     f"{RB}.design.chunk_size"),
+    ("chunk-cap-lowered", {"max_chunks": 1, f"{RB}.design.chunk_size": 4},
+     f"{RB}.design.chunk_size"),
+]
+
+
+@pytest.mark.parametrize(("patch", "path"), [c[1:] for c in MORE_CASES],
+                         ids=[c[0] for c in MORE_CASES])
+def test_coercions_and_scale_typos_are_keyed_errors(patch: dict[str, Any], path: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate_config(_apply(patch))
+    assert err.value.path == path, str(err.value)
+
+
+def test_chunk_cap_names_the_size_that_fits() -> None:
+    with pytest.raises(ConfigError, match=r"1000000 design runs in chunks of 1 make 1000000 "
+                       r"simulation jobs.*raise chunk_size to at least 500"):
+        validate_config(_apply({f"{RB}.design.n": 250_000, f"{RB}.design.chunk_size": 1}))
+    cfg = validate_config(_apply({f"{RB}.design.n": 250_000, f"{RB}.design.chunk_size": 500}))
+    assert cfg["max_chunks"] == 2000
+
+
+# ---- simulator output: duplicate keys, non-numeric values, missing columns
+@pytest.mark.parametrize(("text", "parser", "key", "match"), [
+    ("a: 1\nb: 2\na: 3\n", "keyvalue", "a", r"'a' is written 2 times.*lines \[1, 3\]"),
+    ("by_age: 1 2\nby_age: 3 4\n", "keyvalue", "by_age[1]", r"'by_age' is written 2 times"),
+    ('{"a": 1, "a": 2}', "json", "a", r"'a' appears twice in one JSON object"),
+])
+def test_duplicate_output_keys_are_errors(text: str, parser: str, key: str, match: str) -> None:
+    with pytest.raises(OutputParseError, match=match):
+        extract(parse_output(text, parser), key)
+
+
+def test_repeated_identical_key_and_other_keys_still_read() -> None:
+    data = parse_output("a: 1\nb: 2\na: 1\nc: 5\nc: 6\n", "keyvalue")
+    assert extract(data, "a") == 1.0 and extract(data, "b") == 2.0
+
+
+@pytest.mark.parametrize(("result", "status", "message"), [
+    ({"q": ["1.5"]}, "ok", ""),  # numeric strings are numbers (documented)
+    ({"q": ["abc"]}, "nan_output", "non-numeric output(s): q='abc'"),
+    ({"q": [float("inf")]}, "nan_output", "non-finite output(s): ['q']"),
+    ({"qq": [1.0]}, "missing_output",
+     "missing output(s) ['q'] (the simulator returned columns ['qq']; did you mean 'qq' for 'q'?)"),
+    ({"status": ["error"], "message": ["boom"]}, "error", "boom"),  # a failure keeps its words
+])
+def test_simulator_results_say_what_is_wrong(result: dict[str, Any], status: str,
+                                             message: str) -> None:
+    out = finalize(pd.DataFrame(result, index=[0]), ["q"], pd.Index([0]))
+    assert out["status"].iloc[0] == status and out["message"].iloc[0] == message
+    if status == "ok":
+        assert out["q"].iloc[0] == 1.5

@@ -21,6 +21,7 @@ run that warned (:func:`count_warnings`).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -101,15 +102,44 @@ def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index,
         raise ConfigError(key, f"the simulator returned unknown status(es) {unknown}; a row's "
                           f"status must be one of {list(STATUSES)}")
     vals = out[list(outputs)].to_numpy(dtype=float) if outputs else np.zeros((len(index), 0))
-    bad = (status == STATUS_OK).to_numpy() & ~np.isfinite(vals).all(axis=1)
+    ok = (status == STATUS_OK).to_numpy()
+    absent = [o for o in outputs if o not in result]
+    if absent and ok.any():
+        # a column the function never returns is a contract error, not a NaN per row
+        # (the status stops a chunk at its first run: simulation.SETUP_FAILURES)
+        cols = [str(c) for c in result.columns if c not in ("status", "message")]
+        hints = [f"did you mean {close[0]!r} for {o!r}?" for o in absent
+                 if (close := difflib.get_close_matches(o, cols, n=1))]
+        message = message.where(~ok, f"missing output(s) {absent} (the simulator returned "
+                                f"columns {cols}" + ("; " + " ".join(hints) if hints else "")
+                                + ")")
+        status = status.where(~ok, STATUS_MISSING)
+        ok = np.zeros_like(ok)
+    bad = ok & ~np.isfinite(vals).all(axis=1)
     if bad.any():
-        names = np.array(outputs)
         for i in np.flatnonzero(bad):
-            message.iloc[i] = f"non-finite output(s): {list(names[~np.isfinite(vals[i])])}"
+            message.iloc[i] = _bad_values(result, outputs, vals[i], i)
         status = status.where(~bad, STATUS_NAN)
     out["status"] = status.to_numpy()
     out["message"] = message.to_numpy()
     return out
+
+
+def _bad_values(result: pd.DataFrame, outputs: Sequence[str], vals: np.ndarray, i: int) -> str:
+    """Row ``i``'s message: a value that is not a number at all is "non-numeric"
+    (with the value), NaN or inf "non-finite".  Numeric strings ("1.0") are read as
+    numbers (a command's outputs are text)."""
+    names = [str(o) for o, v in zip(outputs, vals, strict=True) if not np.isfinite(v)]
+    raw = {o: result[o].iloc[i] for o in names if o in result}
+    text = {o: v for o, v in raw.items() if isinstance(v, (str, bytes)) and
+            pd.isna(pd.to_numeric(pd.Series([v]), errors="coerce").iloc[0])}
+    nonfinite = [o for o in names if o not in text]
+    parts = []
+    if text:
+        parts.append("non-numeric output(s): " + ", ".join(f"{o}={v!r}" for o, v in text.items()))
+    if nonfinite:
+        parts.append(f"non-finite output(s): {nonfinite}")
+    return "; ".join(parts)
 
 
 def seed_bits_option(options: Mapping[str, Any], key: str, default: int) -> int:
@@ -130,8 +160,6 @@ def mask_seeds(seeds: Any, bits: int) -> np.ndarray:
 
 def check_options(options: Mapping[str, Any], allowed: Mapping[str, Any], key: str) -> None:
     """Reject unknown option keys, naming the key path and the allowed keys."""
-    import difflib
-
     for k in options:
         if k not in allowed:
             close = difflib.get_close_matches(k, list(allowed), n=1)
@@ -141,8 +169,6 @@ def check_options(options: Mapping[str, Any], allowed: Mapping[str, Any], key: s
 
 def check_columns(raw: pd.DataFrame, outputs: list[str], key: str) -> None:
     """Raise ``ConfigError`` when a function's successful result lacks an output."""
-    import difflib
-
     if "status" in raw and (raw["status"].astype(str) != "ok").all():
         return  # it failed; the row says why
     cols = [str(c) for c in raw.columns if c not in ("status", "message")]

@@ -130,15 +130,42 @@ def parse_keyvalue(text: str, separator: str = KEYVALUE_SEPARATOR) -> dict[str, 
     with another ``separator``.  Blank lines, ``#`` comments and lines without the
     separator (headers, free text) are skipped; the key is everything before the
     first separator, stripped."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
+    out = KeyValues()
+    first: dict[str, int] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
         kv = _split(s, separator)
         if kv is None:
             continue
-        out[kv[0].strip()] = kv[1].strip()
+        key, value = kv[0].strip(), kv[1].strip()
+        if key in out and out[key] != value:
+            out.repeated.setdefault(key, [first[key]]).append(n)
+        first.setdefault(key, n)
+        out[key] = value
+    return out
+
+
+class KeyValues(dict):  # type: ignore[type-arg]
+    """Parsed ``key: value`` lines; ``repeated`` maps a key written more than once with
+    different values to its line numbers, so reading it is an error instead of a silent
+    "last one wins" (:func:`extract`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeated: dict[str, list[int]] = {}
+
+
+def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` hook: a key given twice in one object with different values is an
+    error (json keeps the last one silently)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out and out[k] != v:
+            raise OutputParseError(f"key {k!r} appears twice in one JSON object with "
+                                   f"different values ({out[k]!r}, {v!r}); which one is meant?")
+        out[k] = v
     return out
 
 
@@ -198,7 +225,7 @@ def parse_csv(text: str) -> dict[str, str]:
 
 def parse_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_no_duplicate_pairs)
     except json.JSONDecodeError as exc:
         raise OutputParseError(f"not valid JSON ({exc})") from None
 
@@ -250,6 +277,13 @@ def extract(data: Any, key: str) -> float:
     i-th of several comma/space-separated values, as FluTE's "attack rates by
     age" lines hold); for JSON, a dotted path (``results.attack_rate``,
     ``by_age[2]``)."""
+    rep = getattr(data, "repeated", {})
+    m0 = _INDEXED.match(key)
+    for k in (key, m0.group(1) if m0 else None):
+        if k in rep:
+            raise OutputParseError(f"key {k!r} is written {len(rep[k])} times with different "
+                                   f"values (lines {rep[k]}); which one is meant? (fix the "
+                                   "program or read another key)")
     if isinstance(data, dict) and key in data:
         return _to_float(data[key], key)
     m = _INDEXED.match(key)

@@ -19,6 +19,7 @@ from simcalib.errors import ConfigError
 from simcalib.study.model import Study
 from simcalib.study.names import check_study_name
 from simcalib.study.observations import read_observations, set_key, target_sets
+from simcalib.study.simulation import design_size
 
 
 @semantic_check
@@ -38,6 +39,7 @@ def check_studies(config: Mapping[str, Any]) -> None:
         if design.get("chunk_size", 1) < 1:
             raise ConfigError(f"{study.key}.design.chunk_size", "must be >= 1")
         _check_sizes(study, int(config.get("max_runs", 1_000_000)))
+        _check_chunks(study, int(config.get("max_chunks", 2000)))
         _check_workdir(study)
         for sec in ("optimize", "calibration"):
             solver = (cfg.get(sec) or {}).get("solver")
@@ -78,6 +80,23 @@ def _check_sizes(study: Study, cap: int) -> None:
             raise ConfigError(f"{study.key}.{where}.n", f"{tcfg['n']} targets exceed the sanity "
                               f"cap max_runs = {cap}; raise the top-level 'max_runs' if you "
                               "mean it")
+
+
+def _check_chunks(study: Study, cap: int) -> None:
+    """At most ``max_chunks`` simulation jobs per study: each chunk is one Snakemake
+    job, and a million of them (``chunk_size: 1`` with a large ``n``) keeps even a
+    dry run building its graph for minutes with no message."""
+    design = study.cfg.get("design") or {}
+    if "n" not in design:
+        return
+    rows = design_size(study.cfg)
+    size = int(design.get("chunk_size", 1))
+    chunks = -(-rows // size)
+    if chunks > cap:
+        raise ConfigError(f"{study.key}.design.chunk_size", f"{rows} design runs in chunks of "
+                          f"{size} make {chunks} simulation jobs, over the cap max_chunks = "
+                          f"{cap}; raise chunk_size to at least {-(-rows // cap)} (or the "
+                          "top-level 'max_chunks' if you mean it)")
 
 
 def _check_workdir(study: Study) -> None:

@@ -372,6 +372,13 @@ def build_space(study: Mapping[str, Any], key: str = "study") -> Space:
                 if unknown:
                     raise ConfigError(f"{path}.{side}", f"expression {val!r} uses {sorted(unknown)}"
                                       f", which are not contexts ({sorted(ctx_names)})")
+        if spec.get("integer") and spec.get("log"):
+            # the integer branch of every design ignores log (each integer equally
+            # likely), so the setting would be silently dropped
+            raise ConfigError(f"{path}.log", "log: true is not supported on an integer input "
+                              "(its design would be the same as log: false); drop 'log', or "
+                              "calibrate a continuous log-scaled input and round it in the "
+                              "simulator")
         params.append(Parameter(name, spec["lower"], spec["upper"],
                                 bool(spec.get("integer", False)), bool(spec.get("log", False))))
     if not params:
