@@ -7,6 +7,7 @@ the key (config) or the file and line (data).  The base config is the one of
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from simcalib.config import validate_config
 from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel.failure import FailureModel, load_failure, save_failure
 from simcalib.metamodel.model import Metamodel, build_net
+from simcalib.simulators import command_build
 from simcalib.simulators.base import finalize
 from simcalib.simulators.command_parse import (
     OutputParseError,
@@ -285,3 +287,37 @@ def test_simulator_results_say_what_is_wrong(result: dict[str, Any], status: str
     assert out["status"].iloc[0] == status and out["message"].iloc[0] == message
     if status == "ok":
         assert out["q"].iloc[0] == 1.5
+
+
+# ---- process containment
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="Linux /proc only")
+def test_daemonised_children_do_not_outlive_the_run(tmp_path: Path) -> None:
+    """A program whose children start a new session (setsid; a daemon's double fork)
+    escapes the run's process group; they used to keep running after the job."""
+    pidfile = tmp_path / "pids"
+    prog = tmp_path / "daemonise.sh"
+    prog.write_text(f"""setsid sleep 60 &
+echo $! >> {pidfile}
+( setsid sh -c 'echo $$ >> {pidfile}; exec sleep 61' & )
+sleep 0.2
+echo 'y: 1'
+""")
+    sim = command_build.build({"command": ["/bin/sh", str(prog)], "output_file": "-",
+                               "outputs": ["y"], "workdir": str(tmp_path / "w"),
+                               "timeout": 30}, {"parameters": {"x": {}}}, "k")
+    res = sim.run(pd.DataFrame({"x": [1.0]}), np.arange(1), threads=1)
+    assert res["status"].tolist() == ["ok"], res["message"].tolist()
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert len(pids) == 2, "the program did not start its detached children"
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids), [p for p in pids if _alive(p)]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -60,6 +61,7 @@ import numpy as np
 import pandas as pd
 
 from simcalib.errors import ConfigError
+from simcalib.simulators import strays
 from simcalib.simulators.base import (
     STATUS_ERROR,
     STATUS_INVALID,
@@ -87,6 +89,8 @@ from simcalib.simulators.command_parse import (  # noqa: F401  (re-exported)
     parse_output,
 )
 from simcalib.simulators.scratch import LinkStage, Watchdog, inside, trap_sigterm
+
+log = logging.getLogger(__name__)
 
 ALLOWED: dict[str, Any] = {
     "command": None, "input_file": None, "output_file": None, "parser": "keyvalue",
@@ -505,7 +509,9 @@ class CommandSimulator:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(self._input_text(inputs, values))
             argv = [t.render(values) for t in self.argv]
-            env = {**os.environ, **{k: t.render(values) for k, t in self.env.items()}}
+            token = strays.new_token()  # follows children that leave the process group
+            env = {**os.environ, **{k: t.render(values) for k, t in self.env.items()},
+                   strays.TOKEN_VAR: token}
         except (ValueError, TypeError, KeyError, IndexError, OSError) as exc:
             return {"status": STATUS_ERROR,
                     "message": f"could not prepare the run: {type(exc).__name__}: {exc}"}
@@ -534,10 +540,16 @@ class CommandSimulator:
         try:
             timed_out = _wait_or_kill(proc, self.timeout)
         finally:
-            # stray background children of a finished run die with it
+            # stray background children of a finished run die with it, also those
+            # that started a new session (setsid, daemons): found by their token
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            escaped = strays.kill_tagged(token)
+            if escaped:
+                log.warning("%s: run %s left %d process(es) outside its process group "
+                            "(a daemon or setsid child); killed %s", self.key, run_id,
+                            len(escaped), escaped[:5])
             with self._lock:
                 self._live.discard(proc)
             batch.watchdog.drop_group(proc.pid)
