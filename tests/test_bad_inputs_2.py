@@ -7,6 +7,8 @@ the key (config) or the file and line (data).  The base config is the one of
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 from test_bad_configs import _patched
 
 from simcalib.bayes.data import read_obs
@@ -321,3 +324,36 @@ echo 'y: 1'
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in pids), [p for p in pids if _alive(p)]
+
+
+@pytest.mark.parametrize(("path", "says"), [("/no/such/dir", "does not exist"),
+                                            (__file__, "is not a directory")])
+def test_python_simulator_path_is_checked(path: str, says: str) -> None:
+    """A wrong ``path`` used to be reported only as "cannot import module"."""
+    cfg = _apply({f"{RB}.simulator": {"type": "python", "options": {
+        "function": "mysim:run", "path": path, "outputs": ["y"]}}})
+    with pytest.raises(ConfigError, match=says) as err:
+        validate_config(cfg)
+    assert err.value.path == f"{RB}.simulator.options.path"
+
+
+def test_aborting_simulator_leaves_a_log_naming_the_run(tmp_path: Path) -> None:
+    """A python simulator that aborts kills the job's interpreter; the job log used to
+    be empty.  Now it holds the traceback and the run that was in flight."""
+    (tmp_path / "abort_sim.py").write_text("import os\n\ndef run(df, seeds=None):\n"
+                                           "    os.abort()\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"seed": 1, "studies": {"ab": {
+        "simulator": {"type": "python", "options": {"function": "abort_sim:run",
+                                                    "path": str(tmp_path), "outputs": ["q"]}},
+        "parameters": {"x": {"lower": 0, "upper": 1}}, "design": {"n": 2, "chunk_size": 2},
+        "targets": {"n": 1}}}}))
+    design = tmp_path / "d.csv"
+    pd.DataFrame({"run_id": [7, 8], "x": [0.2, 0.4]}).to_csv(design, index=False)
+    proc = subprocess.run([sys.executable, "-m", "simcalib", "sim-run", "--study", "ab",
+                           "--config", str(cfg), "--design", str(design), "--chunk", "0",
+                           "--output", str(tmp_path / "c.csv"), "--no-journal"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "Fatal Python error: Aborted" in proc.stderr
+    assert "in_flight_run_id_7" in proc.stderr and "abort_sim.py" in proc.stderr

@@ -8,6 +8,8 @@ explicit input and output paths, so any step can be run by hand.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
 import functools
 import importlib
 import importlib.metadata
@@ -94,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # a simulator that aborts or segfaults inside the job kills the interpreter: print
+    # the Python traceback (with the in-flight run ids, study.simulation.in_flight) to
+    # the job log instead of leaving it empty
+    if not faulthandler.is_enabled():
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # no real stderr
+            faulthandler.enable(all_threads=True)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

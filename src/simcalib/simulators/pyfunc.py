@@ -49,6 +49,12 @@ def load_callable(spec: str, key: str, path: str | None = None) -> Callable[...,
         rel = Path(path).expanduser()
         if not rel.is_absolute() and not rel.exists() and (PACKAGE_ROOT / rel).exists():
             rel = PACKAGE_ROOT / rel
+        if not rel.is_dir():
+            where = "is not a directory" if rel.exists() else (
+                f"does not exist (looked in {Path.cwd()} and {PACKAGE_ROOT})")
+            raise ConfigError(key.removesuffix("function") + "path",
+                              f"{path!r} {where}: 'path' is the directory that holds the "
+                              f"module {mod_name!r}")
         p = str(rel.resolve())
         if p not in sys.path:
             sys.path.insert(0, p)
