@@ -36,6 +36,7 @@ from simcalib.simulators.command_parse import (
 from simcalib.study.merge import read_chunk
 from simcalib.study.model import Study
 from simcalib.study.observations import read_observations
+from simcalib.study.simulation import run_chunk
 
 RB = "studies.rb"
 OSC = "studies.osc"
@@ -357,3 +358,28 @@ def test_aborting_simulator_leaves_a_log_naming_the_run(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "Fatal Python error: Aborted" in proc.stderr
     assert "in_flight_run_id_7" in proc.stderr and "abort_sim.py" in proc.stderr
+
+
+def _picky(inputs: pd.DataFrame) -> pd.DataFrame:
+    """Omits its output for x < 0.5 (as a program whose input made it skip a key)."""
+    x = float(inputs["x"].iloc[0])
+    return pd.DataFrame({"q": [x]} if x >= 0.5 else {"other": [x]}, index=inputs.index)
+
+
+@pytest.mark.parametrize(("xs", "stops"), [([0.1, 0.9, 0.8], False), ([0.1, 0.2, 0.8], True)])
+def test_probe_tells_input_dependent_failures_from_wrong_settings(
+        xs: list[float], stops: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """A fail-fast probe used to blame the config when the *input* made the program
+    omit an output; a second probe run now tells the two apart."""
+    study = Study("p", {"simulator": {"type": "python", "options": {
+        "function": _picky, "outputs": ["q"]}}, "parameters": {"x": PAR}})
+    rows = pd.DataFrame({"run_id": [0, 1, 2], "x": xs})
+    if stops:
+        with pytest.raises(DataError, match=r"run_id 0\) failed with missing_output.*"
+                           r"the second \(run_id 1\) failed too.*output settings"):
+            run_chunk(study, rows, 3)
+        return
+    with caplog.at_level("WARNING", logger="simcalib.study.simulation"):
+        out, _ = run_chunk(study, rows, 3)
+    assert out["status"].tolist() == ["missing_output", "ok", "ok"]
+    assert "depends on the input" in caplog.text

@@ -305,11 +305,32 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
                     pending = {fut0}
                     rec = _wait_one(fut0)
                     if rec is not None and rec["status"] in SETUP_FAILURES:
-                        raise DataError(label, f"the first run ({id_column} "
-                                        f"{rec[id_column]}) failed with {rec['status']}: "
-                                        f"{rec['message']}. The study's output settings are "
-                                        "probably wrong (simulator.options); no other run was "
-                                        "started")
+                        # a second probe tells wrong output settings (it fails the same
+                        # way) from an input that made the program omit an output
+                        second = None
+                        if todo:
+                            fut1 = pool.submit(one, todo.pop(0), True)
+                            pending = {fut1}
+                            second = _wait_one(fut1)
+                        if second is None or second["status"] != "ok":
+                            also = ("" if second is None else f"; the second ({id_column} "
+                                    f"{second[id_column]}) failed too, with "
+                                    f"{second['status']}")
+                            raise DataError(label, f"the first run ({id_column} "
+                                            f"{rec[id_column]}) failed with {rec['status']}: "
+                                            f"{rec['message']}{also}. The study's output "
+                                            "settings are probably wrong (simulator.options); "
+                                            "no other run was started")
+                        log.warning("%s: the first run (%s %s) failed with %s: %s; the second "
+                                    "(%s %s) parsed fine, so the failure depends on the "
+                                    "input, not on the output settings (continuing)", label,
+                                    id_column, rec[id_column], rec["status"], rec["message"],
+                                    id_column, second[id_column])
+                        if jr is not None:
+                            jr.append(rec)
+                        done[int(rec[id_column])] = rec
+                        progress.add(rec["status"])
+                        rec = second
                     if rec is not None:
                         done[int(rec[id_column])] = rec
                         progress.add(rec["status"])
