@@ -20,6 +20,7 @@ import torch
 import yaml
 from test_bad_configs import _patched
 
+from simcalib import io
 from simcalib.bayes.data import read_obs
 from simcalib.config import validate_config
 from simcalib.errors import ConfigError, DataError
@@ -46,7 +47,8 @@ OMAP = f"{OSC}.simulator.options.output_map"
 # (id, {dotted.path: value}, the key path the message must name)
 NAME_CASES: list[tuple[str, dict[str, Any], str]] = [
     *((f"param-{n}", {f"{RB}.parameters.{n}": PAR}, f"{RB}.parameters.{n}")
-      for n in ("status", "run_id", "target_id", "message", "seed", "error", "strategy")),
+      for n in ("status", "run_id", "target_id", "message", "seed", "error", "strategy",
+                "phase", "budget", "proximity", "history", "runs", "pair")),
     *((f"context-{n}", {f"{RB}.contexts.{n}": {"values": [1.0]}}, f"{RB}.contexts.{n}")
       for n in ("status", "target_id", "message", "predicted_error", "seconds")),
     ("param-semicolon", {f"{RB}.parameters.x;touch /tmp/p": PAR},
@@ -61,6 +63,13 @@ NAME_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("context-true-prefix", {f"{RB}.contexts.true_x": {"values": [1.0]}},
      f"{RB}.contexts.true_x"),
     ("context-x-prefix", {f"{RB}.contexts.x_y": {"values": [1.0]}}, f"{RB}.contexts.x_y"),
+    ("context-sd-prefix", {f"{RB}.contexts.sd_x": {"values": [1.0]}}, f"{RB}.contexts.sd_x"),
+    ("context-anchor-prefix", {f"{RB}.contexts.anchor_y": {"values": [1.0]}},
+     f"{RB}.contexts.anchor_y"),
+    ("context-target-prefix", {f"{OSC}.contexts": {"target_peak_time": {"values": [1.0]}}},
+     f"{OSC}.contexts.target_peak_time"),
+    ("context-sim-prefix", {f"{OSC}.contexts": {"sim_peak_time": {"values": [1.0]}}},
+     f"{OSC}.contexts.sim_peak_time"),
     ("derived-reserved", {f"{RB}.simulator.derived_outputs": {"status": "y"}},
      f"{RB}.simulator.derived_outputs.status"),
     ("derived-space", {f"{RB}.simulator.derived_outputs": {"y y": "y"}},
@@ -240,6 +249,8 @@ MORE_CASES: list[tuple[str, dict[str, Any], str]] = [
                                              "log": True}}, f"{RB}.parameters.n.log"),
     ("million-chunks", {f"{RB}.design.n": 250_000, f"{RB}.design.chunk_size": 1},
      f"{RB}.design.chunk_size"),
+    ("max-chunks-zero", {"max_chunks": 0}, "max_chunks"),
+    ("max-chunks-string", {"max_chunks": "many"}, "max_chunks"),
     ("chunk-cap-lowered", {"max_chunks": 1, f"{RB}.design.chunk_size": 4},
      f"{RB}.design.chunk_size"),
 ]
@@ -383,3 +394,22 @@ def test_probe_tells_input_dependent_failures_from_wrong_settings(
         out, _ = run_chunk(study, rows, 3)
     assert out["status"].tolist() == ["missing_output", "ok", "ok"]
     assert "depends on the input" in caplog.text
+
+
+@pytest.mark.parametrize(("text", "line", "says"), [c[1:] for c in RAGGED],
+                         ids=[c[0] for c in RAGGED])
+def test_every_checked_csv_read_is_strict(tmp_path: Path, text: str, line: int,
+                                          says: str) -> None:
+    """``io.read_csv`` (targets, datasets, multisource data, summaries) is strict too."""
+    f = tmp_path / "t.csv"
+    f.write_text(text)
+    with pytest.raises(DataError) as err:
+        io.read_csv(f)
+    assert str(f) in str(err.value) and f"line {line}" in str(err.value), str(err.value)
+
+
+def test_missing_model_pt_with_a_recorded_checksum_names_the_rerun(tmp_path: Path) -> None:
+    _tiny_metamodel().save(tmp_path)
+    (tmp_path / "model.pt").unlink()
+    with pytest.raises(DataError, match=r"model\.pt: file not found; delete .*mm_train"):
+        Metamodel.load(tmp_path)
