@@ -203,7 +203,11 @@ def bayes_flags(results: Path, setting: str) -> list[Flag]:
         table = results / "bayes" / setting / "table_params.csv"
         modes = [str(m) for m in bad.get("minor_mode", pd.Series(dtype=str)).dropna()
                  if str(m).strip()]
-        mode = f"; a minor mode explored too little: {modes[0]}" if modes else ""
+        # the first mode only (a summary row lists every mode of its parameter)
+        n_modes = sum(len(m.split("; ")) for m in modes)
+        mode = (f"; a minor mode explored too little: {modes[0].split('; ')[0]}"
+                + (f" (+{n_modes - 1} more in the table)" if n_modes > 1 else "")
+                if modes else "")
         out.append(Flag(f"Bayes {setting}", f"{method.upper()} chains NOT CONVERGED",
                         f"{where}, parameters {', '.join(params[:8])}"
                         f"{' ...' if len(params) > 8 else ''}{_rhat_ess(bad)}{mode}: run "
