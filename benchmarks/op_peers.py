@@ -18,7 +18,8 @@ tolerances and the same time limit (simcalib's covers its whole call; OMLT's cov
 HiGHS only).  Nets: the same trained nets as benchmarks/op_milp.py (epidemic study,
 results/epidemic/dataset.csv, cached in results/benchmarks/op_milp_models), 2x16, 2x32
 and 3x64, plain and solvable; ``--rosenbrock`` adds paper 1's 3x256 Rosenbrock net
-(config/paper.yaml; needs results/rosenbrock/dataset.csv from that config).
+(config/paper.yaml; needs results/rosenbrock/dataset.csv from that config:
+``snakemake --cores 2 results/rosenbrock/dataset.csv --configfile config/paper.yaml``).
 
 Checks: every target both proved agrees (|Δobjective| <= 1e-3), and each side's
 objective equals the torch forward pass at its returned point (integers rounded) to
@@ -31,6 +32,7 @@ is better.
     python benchmarks/op_peers.py --quick   # 2x16, 2x32 x plain, solvable x 3 targets, 10 s
     python benchmarks/op_peers.py           # + 3x64, 5 targets, 60 s
     python benchmarks/op_peers.py --rosenbrock --nets   # only the 3x256 Rosenbrock net
+                                            # (--nets with no names: no epidemic net)
 
 Needs the ``peers`` extra (``pip install -e ".[peers]"``: omlt, pyomo); without it the
 script says so and exits 0.
@@ -200,15 +202,17 @@ def compare_one(mm: Any, space: Any, target: dict, context: dict, solver: dict,
         "omlt_cpu_s": o["cpu"], "omlt_wall_s": o["wall"], "omlt_build_cpu_s": o["build_cpu"],
         "omlt_nodes": o["nodes"], "omlt_binaries": o["binaries"], "omlt_first": omlt_first}
     sx = r.x if np.all(np.isfinite(r.x)) else None
-    row["simcalib_forward_ok"] = sx is not None and abs(
-        torch_objective(mm, problem, sx)[1] - r.objective) <= FORWARD_TOL
+    # NaN where a side returned no point (nothing to check), else whether its
+    # objective equals torch's at its point
+    row["simcalib_forward_ok"] = np.nan if sx is None else bool(abs(
+        torch_objective(mm, problem, sx)[1] - r.objective) <= FORWARD_TOL)
     if o["x"] is not None:
         _, f = torch_objective(mm, problem, o["x"])
         row["omlt_torch_objective"] = f
-        row["omlt_forward_ok"] = abs(f - o["objective"]) <= FORWARD_TOL
+        row["omlt_forward_ok"] = bool(abs(f - o["objective"]) <= FORWARD_TOL)
     else:
         row["omlt_torch_objective"] = np.nan
-        row["omlt_forward_ok"] = False
+        row["omlt_forward_ok"] = np.nan
     both = r.status == "optimal" and o["status"] == "optimal"
     row["both_proven"] = both
     row["abs_diff"] = abs(r.objective - o["objective"]) if both else np.nan
@@ -232,8 +236,9 @@ def summarise(out: pd.DataFrame) -> pd.DataFrame:
             "agree": f"{int(g['agree'].fillna(False).astype(bool).sum())}"
                      f"/{int(g['both_proven'].astype(bool).sum())}",
             "max_abs_diff": g["abs_diff"].max(),
-            "forward_fail": int((~g["simcalib_forward_ok"].astype(bool)).sum()
-                                + (~g["omlt_forward_ok"].astype(bool)).sum()),
+            "forward_fail": int(g["simcalib_forward_ok"].eq(False).sum()
+                                + g["omlt_forward_ok"].eq(False).sum()),
+            "omlt_no_point": int((~np.isfinite(g["omlt_objective"].astype(float))).sum()),
             "simcalib_cpu_s": round(ms, 2), "omlt_cpu_s": round(mo, 2),
             "omlt/simcalib_cpu": round(mo / ms, 2) if ms > 0 else np.nan,
             "ratio_proven": round(po / ps, 2) if len(bp) and ps > 0 else np.nan,
@@ -326,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         study = build_study(config, study_name)
         data = Path(f"results/{study.name}/dataset.csv")
         if not data.exists():
-            print(f"[{name}] skipped: {data} is missing (snakemake --cores 2 "
-                  f"--configfile {cfg_path} {data})", flush=True)
+            print(f"[{name}] skipped: {data} is missing (make it with snakemake --cores 2 "
+                  f"{data} --configfile {cfg_path})", flush=True)
             continue
         df = io.read_csv(data, required=[*study.input_names, *study.outputs])
         targets = get_targets(study, seed, n_targets)
