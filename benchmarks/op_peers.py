@@ -103,6 +103,10 @@ def omlt_model(problem: Any) -> Any:
     for a, r, eq in zip(problem.A, problem.rhs, problem.equality, strict=True):
         expr = sum(float(a[i]) * m.nn.inputs[i] for i in range(n_in) if a[i] != 0)
         m.cons.add(expr == float(r) if eq else expr <= float(r))
+    y_lo = getattr(problem, "y_lo", None)  # constraint outputs (a run-success guard)
+    for j in range(n_out):
+        if y_lo is not None and np.isfinite(y_lo[j]):
+            m.cons.add(m.nn.outputs[j] >= float(y_lo[j]))
     m.t = pyo.Var(range(n_out), within=pyo.NonNegativeReals)
     m.dev = pyo.ConstraintList()
     for j in range(n_out):
