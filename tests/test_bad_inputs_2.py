@@ -22,6 +22,7 @@ from test_bad_configs import _patched
 
 from simcalib import io
 from simcalib.bayes.data import read_obs
+from simcalib.bayes.models import build_setting
 from simcalib.config import validate_config
 from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel.failure import FailureModel, load_failure, save_failure
@@ -413,3 +414,22 @@ def test_missing_model_pt_with_a_recorded_checksum_names_the_rerun(tmp_path: Pat
     (tmp_path / "model.pt").unlink()
     with pytest.raises(DataError, match=r"model\.pt: file not found; delete .*mm_train"):
         Metamodel.load(tmp_path)
+
+
+def test_observed_state_left_out_of_bayes_data_is_mentioned(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A setting that declares ``x`` observed, given data with only ``one``, used to
+    fit to ``one`` without a word."""
+    (tmp_path / "twostate.py").write_text(
+        "from simcalib.bayes import ODEModel, Setting\n\n"
+        "def setting():\n"
+        "    model = ODEModel(lambda t, z, th, m: [-th[0] * z[0], 0 * z[1]], ['x', 'one'],\n"
+        "                     ['k'], z0=[1.0, 1.0])\n"
+        "    return Setting('two', model, ['x'], {'k': (0.01, 2.0)}, t_end=1.0)\n")
+    pd.DataFrame({"time": [0.0, 1.0, 2.0], "one": [1.0, 1.0, 1.0]}).to_csv(
+        tmp_path / "d.csv", index=False)
+    with caplog.at_level("WARNING", logger="simcalib.bayes.models"):
+        s = build_setting("two", {"model": "twostate:setting", "data": "d.csv"},
+                          dirs=[str(tmp_path)])
+    assert s.observed == ["one"]
+    assert "observed state(s) ['x'] have no column" in caplog.text

@@ -17,6 +17,7 @@ FitzHugh-Nagumo regime.  See docs/bayes.md.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,8 @@ from simcalib.bayes.data import read_obs
 from simcalib.bayes.loading import load_factory, resolve_path, search_dirs
 from simcalib.bayes.ode import ODEModel
 from simcalib.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
 
 # Names the posterior file and the summaries use for the discrepancy's hyperparameters
 # and variables: physical parameters live beside them, so they are namespaced (a
@@ -316,6 +319,12 @@ def _with_data(s: Setting, path: str, where: str, observed_given: bool,
         raise ConfigError(f"{where}.data", f"{path}: column(s) {unknown} are not states of "
                           f"the model {s.model.state_names} (rename the columns, or list "
                           "the observed states in 'observed')")
+    left_out = [o for o in s.observed if o not in obs.outputs]
+    if left_out and not observed_given:
+        # the setting declares them observed; the data silently decides otherwise
+        log.warning("%s: the setting's observed state(s) %s have no column in %s; fitting "
+                    "to %s only (list 'observed' to make this explicit)", where, left_out,
+                    path, list(obs.outputs))
     if obs.t[0] < s.model.t0:
         raise ConfigError(f"{where}.t0", f"the model starts at t0 = {s.model.t0:g}, after the "
                           f"first data time {obs.t[0]:g} in {path}; set t0 <= {obs.t[0]:g} "
