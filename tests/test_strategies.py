@@ -379,3 +379,30 @@ def test_report_names_failed_targets():
     summ = st.summarize({"rs": _rec([1.0, 2.0, 3.0]), "pts": _rec([0.5, np.nan, 1.0])})
     lines = paper1_trust_lines(summ)
     assert any("pts: target(s) 1" in line and "2 targets" in line for line in lines)
+
+
+def test_choose_by_mean_on_a_noisy_simulator(targets):
+    """A stochastic simulator: 3 candidates re-run twice each inside the budget; the
+    answer is the candidate with the lowest mean Delta over its runs, and that mean is
+    the record's error.  A deterministic one (and select.top: 0) runs no selection."""
+    noisy = Study("rosen", {**ROSEN, "simulator": {"type": "rosenbrock",
+                                                    "options": {"noise_rel": 0.3}}})
+    rec, runs = run(noisy, targets, "pts", budget=12)
+    for tid, g in runs.groupby("target_id"):
+        sel = g[g["phase"] == "select"]
+        assert len(g) == 12 and len(sel) == 6              # inside the budget
+        r = rec.set_index("target_id").loc[tid]
+        x = np.array([r["x_x"], r["x_y"]])
+        same = g[np.isclose(g["x"], x[0]) & np.isclose(g["y"], x[1])]
+        assert len(same) == 3                               # the first run + 2 re-runs
+        assert r["error"] == pytest.approx(same["error"].mean())
+        # no other candidate has a lower mean
+        for _, cand in sel.groupby(["x", "y"]):
+            xy = cand[["x", "y"]].iloc[0]
+            allruns = g[np.isclose(g["x"], xy["x"]) & np.isclose(g["y"], xy["y"])]
+            assert allruns["error"].mean() >= r["error"] - 1e-12
+        assert "select by mean" in r["history"]
+    _, plain_runs = run(Study("rosen", ROSEN), targets, "pts", budget=12)
+    assert (plain_runs["phase"] != "select").all()
+    _, off = run(noisy, targets, "pts", budget=12, settings={"select": {"top": 0}})
+    assert (off["phase"] != "select").all()

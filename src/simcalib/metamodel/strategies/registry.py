@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 #: ``calibration`` keys every strategy job reads (how runs are drawn, the MC-dropout
-#: spread, the fresh re-scoring replicates).
-COMMON_KEYS: tuple[str, ...] = ("sampling", "mc_samples", "rescore")
+#: spread, the fresh re-scoring replicates, choosing by mean).
+COMMON_KEYS: tuple[str, ...] = ("sampling", "mc_samples", "rescore", "select")
 
 #: Modules of this package that hold machinery, not strategies.
 _NOT_STRATEGIES = frozenset({"registry", "settings", "ledger", "runner", "summary", "score"})

@@ -13,7 +13,7 @@ from simcalib.errors import ConfigError
 from simcalib.metamodel.strategies.registry import get
 
 #: nested sections merged one level deep (a user's partial section keeps the defaults)
-_NESTED = ("adaptive", "blackbox", "gpbo", "posterior")
+_NESTED = ("adaptive", "blackbox", "gpbo", "posterior", "select")
 
 
 def defaults() -> dict[str, Any]:
