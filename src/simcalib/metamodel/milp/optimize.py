@@ -143,7 +143,20 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     plain = s["backend"] == "gurobi" and not s["use_bounds"]
     threads = int(s["threads"] or 1)
     box_nb, cached = None, False
-    if not plain:
+    # HiGHS always runs the full warm start (obbt.skip_below is 0 for it): run it before
+    # the box bounds, so a target it already proves (objective within mip_gap_abs of
+    # the bound 0, common on Rosenbrock) skips them; on a net with many contexts the
+    # cache rarely helps and each call paid up to box_time_limit for nothing
+    probe = None
+    if s["backend"] == "highs" and allow_trivial and warm_start is None:
+        first_p = bool(s["warm_start"].get("multistart_first", False))
+        probe = search_warm_start(problem, space, dict(s["warm_start"]),
+                                  rng(seed, "op", "warm_start"), multistart=first_p)
+        probe[2]["multistart_done"] = first_p and \
+            probe[2].get("multistart_objective") is not None
+    early_trivial = probe is not None and probe[0] is not None and \
+        probe[1] <= float(s["mip_gap_abs"])
+    if not plain and not early_trivial:
         # bounds over the full box at this context hold on every sub-box (proximity
         # boxes of the strategies), so one cached computation serves them all
         full = problem if box is None else build_problem(mm, space, target, context, None,
@@ -175,9 +188,12 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     # multi-start L-BFGS costs ~20 local searches: run first only when asked
     # (``warm_start.multistart_first``), else after the solve and only if it is unproven
     first = bool(ws.get("multistart_first", False)) and not small
-    x0, f0, wstats = search_warm_start(problem, space, ws, rng(seed, "op", "warm_start"),
-                                       multistart=first)
-    wstats["multistart_done"] = first and wstats.get("multistart_objective") is not None
+    if probe is not None:   # the full warm start already ran (HiGHS): the same draws
+        x0, f0, wstats = probe
+    else:
+        x0, f0, wstats = search_warm_start(problem, space, ws, rng(seed, "op", "warm_start"),
+                                           multistart=first)
+        wstats["multistart_done"] = first and wstats.get("multistart_objective") is not None
     wstats["light"] = bool(small)
     if warm_start is not None:
         given = np.clip(np.asarray(warm_start, dtype=float), problem.lo, problem.hi)
