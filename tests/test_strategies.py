@@ -406,3 +406,9 @@ def test_choose_by_mean_on_a_noisy_simulator(targets):
     assert (plain_runs["phase"] != "select").all()
     _, off = run(noisy, targets, "pts", budget=12, settings={"select": {"top": 0}})
     assert (off["phase"] != "select").all()
+    assert (rec["selection_runs"] == 3).all()
+    # StP answers with an OP point (no winner's curse; re-selecting among its noisy
+    # samples made it worse, docs/strategies.md): it never re-selects
+    srec, sruns = run(noisy, targets, "stp", budget=12)
+    assert (sruns["phase"] != "select").all() and (srec["runs"] == 12).all()
+    assert (srec["selection_runs"] == 1).all()

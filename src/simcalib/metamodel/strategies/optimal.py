@@ -28,7 +28,8 @@ def strategy_op(p: TargetRun) -> dict[str, Any]:
 
 
 
-@strategy("stp", label="StP", order=30, min_budget=2, reads=("budget", "proximity"))
+@strategy("stp", label="StP", order=30, min_budget=2, reads=("budget", "proximity"),
+          best_of_runs=False)
 def strategy_stp(p: TargetRun) -> dict[str, Any]:
     X = p.sample(p.budget - 1, p.bounds())
     p.simulate(X, "rs")

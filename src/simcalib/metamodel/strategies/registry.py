@@ -49,6 +49,9 @@ class StrategySpec:
     default: bool = True
     #: extra checks of the strategy's own settings: ``check(settings, key)``
     check: Callable[[Mapping[str, Any], str], None] | None = None
+    #: answers with the best of its runs, so choosing by mean applies (StP answers
+    #: with an OP point, not a lucky run, and never re-selects: docs/strategies.md)
+    best_of_runs: bool = True
 
 
 _REGISTRY: dict[str, StrategySpec] = {}
@@ -59,7 +62,8 @@ def strategy(name: str, *, label: str, order: int, min_budget: int = 1,
              reads: tuple[str, ...] = (), study_keys: tuple[str, ...] = (),
              uses_anchor: bool = False, fixed_budget: int | None = None,
              default: bool = True,
-             check: Callable[[Mapping[str, Any], str], None] | None = None
+             check: Callable[[Mapping[str, Any], str], None] | None = None,
+             best_of_runs: bool = True
              ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
     """Decorator: register ``fn`` as the strategy ``name``."""
 
@@ -68,7 +72,7 @@ def strategy(name: str, *, label: str, order: int, min_budget: int = 1,
             raise ValueError(f"strategy {name!r} registered twice")
         _REGISTRY[name] = StrategySpec(name, fn, label, order, min_budget, tuple(reads),
                                        tuple(study_keys), uses_anchor, fixed_budget, default,
-                                       check)
+                                       check, best_of_runs)
         return fn
 
     return deco

@@ -53,7 +53,8 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     spec = get(strategy)
     # op needs one scoring run whatever the budget; every other strategy uses exactly r
     eff_budget = spec.fixed_budget if spec.fixed_budget is not None else int(budget)
-    top, reps = selection(study, settings, eff_budget, spec.min_budget)
+    top, reps = (selection(study, settings, eff_budget, spec.min_budget)
+                 if spec.best_of_runs else (0, 0))
     p = TargetRun(study, mm, target, eff_budget - top * reps, float(proximity), settings,
                   solver, seed,
                 strategy, optimize_fn or default_optimize(), stream=stream or strategy,
@@ -93,6 +94,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                      if truth else None),
         "runs": p.used,
         "failed_runs": sum(r["status"] != "ok" for r in p.runs),
+        "selection_runs": int(out.get("selection_runs", 1 if np.isfinite(out["error"]) else 0)),
         "op_solves": sum(c["label"] != "anchor" for c in p.op_calls),
         "op_fallbacks": sum(c["fallback"] for c in p.op_calls),
         "op_unproven": op_unproven(p.op_calls),
@@ -171,10 +173,16 @@ def select_by_mean(p: TargetRun, out: dict[str, Any], top: int, reps: int) -> di
     chooses with it)."""
     seen: dict[tuple[float, ...], list[float]] = {}
     xs: dict[tuple[float, ...], np.ndarray] = {}
+    own = [r for r in p.runs if np.array_equal(r["x"], out["x"]) and np.isfinite(r["error"])]
+    if own:  # the strategy's own answer is always a candidate, whatever its single run
+        key = tuple(np.round(np.asarray(own[0]["x"], dtype=float), 12))
+        seen[key], xs[key] = [float(r["error"]) for r in own], np.asarray(own[0]["x"], float)
     for r in sorted((r for r in p.runs if np.isfinite(r["error"])), key=lambda r: r["error"]):
         key = tuple(np.round(np.asarray(r["x"], dtype=float), 12))
         if key not in seen and len(seen) < top:
-            seen[key], xs[key] = [float(r["error"])], np.asarray(r["x"], dtype=float)
+            seen[key] = [float(e["error"]) for e in p.runs
+                         if np.array_equal(e["x"], r["x"]) and np.isfinite(e["error"])]
+            xs[key] = np.asarray(r["x"], dtype=float)
     if not seen:
         return out
     for key in seen:
@@ -183,6 +191,7 @@ def select_by_mean(p: TargetRun, out: dict[str, Any], top: int, reps: int) -> di
     best = min(seen, key=lambda k: float(np.mean(seen[k])))
     means = "; ".join(f"{np.mean(v):.4g} ({len(v)} runs)" for v in seen.values())
     out = {**out, "x": xs[best].copy(), "error": float(np.mean(seen[best])),
+           "selection_runs": len(seen[best]),
            "history": (str(out.get("history", "")) + f" | select by mean: {means}").strip(" |")}
     return out
 
