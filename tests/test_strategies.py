@@ -412,3 +412,15 @@ def test_choose_by_mean_on_a_noisy_simulator(targets):
     srec, sruns = run(noisy, targets, "stp", budget=12)
     assert (sruns["phase"] != "select").all() and (srec["runs"] == 12).all()
     assert (srec["selection_runs"] == 1).all()
+
+
+def test_record_columns_are_reserved_names(study, targets):
+    """Every column a strategy record writes beside the study's own names is reserved,
+    so no parameter, context or output can collide with it (study/names.py)."""
+    from simcalib.study.names import GENERATED_PREFIXES, RESERVED_COLUMNS
+
+    rec, runs = run(study, targets, "pts", budget=4, settings={"rescore": 1})
+    own = set(study.input_names) | set(study.outputs)
+    for col in [*rec.columns, *runs.columns]:
+        if col not in own and not col.startswith(GENERATED_PREFIXES):
+            assert col in RESERVED_COLUMNS, col
