@@ -66,7 +66,7 @@ rule cal_run:
         "results/benchmarks/rules/{study}/{caldir}/cal_run_{strategy}.tsv"
     conda:
         "../../envs/simcalib.yaml"
-    threads: 1
+    threads: cal_threads
     resources:
         mem_mb=4000,
         runtime=240,
@@ -79,7 +79,7 @@ rule cal_run:
         "python -m simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
-        "{params.extra} --output {output.records} "
+        "{params.extra} --threads {threads} --output {output.records} "
         "--output-runs {output.runs} > {log} 2>&1"
 
 

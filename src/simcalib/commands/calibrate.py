@@ -75,6 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--proximity", type=float,
                    help="proximity R (default: calibration.proximity)")
     p.add_argument("--anchors", help="anchors CSV from cal-anchors (else OP is solved)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="parallel simulator runs within a batch (command simulators; the "
+                   "results do not depend on it)")
     p.add_argument("--posterior-meta", dest="posterior_meta",
                    help="posterior.json of cal-posterior: the strategy posterior takes its "
                    "calibrated error scale kappa from it")
@@ -235,7 +238,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rec, runs = calibrate(study, mm, targets, args.strategy, settings, _solver(args),
                           seed_from_args(args), proximity=args.proximity, anchors=anchors,
-                          source=args.targets)
+                          source=args.targets, threads=args.threads)
     timing.write_csv(rec, args.output)
     if args.runs:
         timing.write_csv(runs, args.runs)

@@ -3,6 +3,7 @@
 
 from simcalib.metamodel.strategies.registry import job_settings, registry
 from simcalib.metamodel.strategies.settings import solver_options, solver_set_name
+from simcalib.study.simulation import concurrent_calls
 
 STRATEGIES = registry()
 # study keys a calibration job needs to rebuild the study's space and simulator
@@ -43,8 +44,18 @@ def cal_params(wildcards):
     if caldir_proximity(wildcards.caldir) is not None:
         sub.pop("proximity", None)
     out = {k: cfg[k] for k in (*CAL_STUDY_KEYS, *spec.study_keys) if k in cfg}
+    # a declared stochastic simulator turns on choosing by mean (select.top: auto)
+    out["noise"] = {"stochastic": (cfg.get("noise") or {}).get("stochastic", "auto")}
     out["calibration"] = sub
     return as_json(out)
+
+
+def cal_threads(wildcards):
+    """Parallel simulator runs inside one calibration job: the study's design.threads
+    for a simulator that runs calls concurrently (a command), else 1 (the records do
+    not depend on it: each run's seed comes from its run id)."""
+    cfg = config["studies"][wildcards.study]
+    return int(cfg["design"]["threads"]) if concurrent_calls(cfg) else 1
 
 
 def cal_study_only(wildcards):

@@ -129,6 +129,7 @@ class TargetRun:
     anchor: np.ndarray | None = None   # precomputed full-space OP point (tunables)
     anchor_seconds: float = 0.0        # what solving it took (charged to this strategy)
     anchor_status: str = "precomputed"  # its solver status (anchors.csv), for trust flags
+    threads: int = 1                   # parallel simulator runs per batch (command sims)
     runs: list[dict[str, Any]] = field(default_factory=list)
     op_calls: list[dict[str, Any]] = field(default_factory=list)
     sim_seconds: float = 0.0
@@ -220,8 +221,10 @@ class TargetRun:
         rows = self.frame(X)
         rows.insert(0, "run_id", np.arange(self.used, self.used + len(X), dtype=np.int64))
         t0 = time.perf_counter()
+        # each run's seed derives from its run id: the same results at any thread count
         res = simulate_rows(self.study, rows, self.seed,
-                            stream=f"calib:{self.stream}:{self.target.target_id}")
+                            stream=f"calib:{self.stream}:{self.target.target_id}",
+                            threads=self.threads)
         self.sim_seconds += time.perf_counter() - t0
         ok = (res["status"] == "ok").to_numpy()
         Y = res[self.out_names].to_numpy(dtype=float)

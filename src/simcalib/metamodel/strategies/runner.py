@@ -43,11 +43,13 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                      proximity: float, settings: Mapping[str, Any], solver: Mapping[str, Any],
                      seed: int, optimize_fn: OptimizeFn | None = None,
                      anchor: np.ndarray | None = None, stream: str | None = None,
-                     anchor_seconds: float = 0.0, anchor_status: str = "precomputed"
-                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Run one strategy on one target.  Returns (record, run log rows).  Columns that
-    compare with the true inputs (``distance``, ``anchor_distance``, ``true_*``) are
-    there only when the target has them (simulated, not observed, targets)."""
+                     anchor_seconds: float = 0.0, anchor_status: str = "precomputed",
+                     threads: int = 1) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run one strategy on one target (``threads``: simulator runs of one batch run in
+    parallel, for simulators that allow it; results do not depend on it).  Returns
+    (record, run log rows).  Columns that compare with the true inputs (``distance``,
+    ``anchor_distance``, ``true_*``) are there only when the target has them
+    (simulated, not observed, targets)."""
     settings = merged_settings(settings)
     check_settings(strategy, int(budget), float(proximity), settings)
     spec = get(strategy)
@@ -59,7 +61,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                   solver, seed,
                 strategy, optimize_fn or default_optimize(), stream=stream or strategy,
                 anchor=anchor, anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
-                anchor_status=anchor_status)
+                anchor_status=anchor_status, threads=max(1, int(threads)))
     names = study.space.tunable_names
     rec: dict[str, Any] = {"target_id": target.target_id, "strategy": strategy,
                            "budget": int(budget), "proximity": float(proximity)}
@@ -113,7 +115,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
         del rec["distance"], rec["anchor_distance"]
     k = int(settings.get("rescore", 0) or 0)
     if k > 0:
-        rec["rescored_error"] = rescore(study, mm, target, x, k, seed, p.scale)
+        rec["rescored_error"] = rescore(study, mm, target, x, k, seed, p.scale, p.threads)
     n_mc = int(settings.get("mc_samples", 0) or 0)
     if n_mc > 0 and hasattr(mm, "predict_mc") and np.isfinite(x).all():
         # MC-dropout predictive spread at the chosen point (paper 1, Appendix F)
@@ -197,7 +199,7 @@ def select_by_mean(p: TargetRun, out: dict[str, Any], top: int, reps: int) -> di
 
 
 def rescore(study: Study, mm: Any, target: Target, x: np.ndarray, k: int, seed: int,
-            scale: np.ndarray) -> float:
+            scale: np.ndarray, threads: int = 1) -> float:
     """Mean Delta of ``k`` fresh simulator runs at ``x`` (outside the budget; never used
     to choose).  For a stochastic simulator the chosen run's own Delta is biased low
     (the best of r noisy runs is partly lucky noise); this is the unbiased score.
@@ -210,7 +212,8 @@ def rescore(study: Study, mm: Any, target: Target, x: np.ndarray, k: int, seed: 
     for c in study.space.context_names:
         rows[c] = target.context[c]
     rows.insert(0, "run_id", np.arange(k, dtype=np.int64))
-    res = simulate_rows(study, rows, seed, stream=f"rescore:{target.target_id}")
+    res = simulate_rows(study, rows, seed, stream=f"rescore:{target.target_id}",
+                        threads=threads)
     ok = (res["status"] == "ok").to_numpy()
     if not ok.any():
         return float("nan")
@@ -222,8 +225,12 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
               settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
               proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
               anchors: pd.DataFrame | None = None, source: str = "targets",
-              stream: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One strategy on every target of ``targets``: (per-target records, run log)."""
+              stream: str | None = None, threads: int = 1
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One strategy on every target of ``targets``: (per-target records, run log).
+    ``threads``: the runs of one batch (RS's runs, PtS's box, a round) run in parallel
+    when the simulator allows it (a command); seeds come from run ids, so the results
+    are the same as a serial run's."""
     check_compatible(study, mm)
     settings = merged_settings(settings)
     prox = float(settings["proximity"] if proximity is None else proximity)
@@ -241,7 +248,8 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                                      settings, solver, seed, optimize_fn,
                                      anchor=anchor_of.get(t.target_id), stream=stream,
                                      anchor_seconds=anchor_sec.get(t.target_id, 0.0),
-                                     anchor_status=anchor_st.get(t.target_id, "precomputed"))
+                                     anchor_status=anchor_st.get(t.target_id, "precomputed"),
+                                     threads=threads)
         log.info("%s %s target %d/%d (id %d): error %.4g (predicted %.4g), %d runs, "
                  "%.2f s; %s", study.name, strategy, k, len(tlist), t.target_id, rec["error"],
                  rec["predicted_error"], rec["runs"], rec["seconds"],
