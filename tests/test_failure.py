@@ -180,3 +180,28 @@ def test_the_failing_example_config_validates_and_finds_its_program() -> None:
                        s["simulator"]["options"]["path"])   # relative: under the checkout
     out = fn(pd.DataFrame({"x": [0.5], "z": [0.3], "k": [2]}), {})
     assert out["y"].iloc[0] == pytest.approx(0.2)
+
+
+def test_adaptive_leaves_a_region_where_every_run_failed(failing_mm) -> None:
+    """Blind OP (no classifier) anchors at k = 0, inside the fail region k <= 1; with
+    a small R every round stayed there (12 of 12 runs failed).  After a round in which
+    every run so far failed, adaptive draws from the whole space and never re-runs a
+    point that failed, so it finds runs that succeed within the budget."""
+    from simcalib.metamodel.strategies.ledger import Target
+    from simcalib.metamodel.strategies.runner import calibrate_target
+    from tests.conftest import REPO
+
+    mm, _, _ = failing_mm
+    assert mm.failure is None
+    study = Study("f", {"simulator": {"type": "python", "fail_region": {"k": [0, 1]},
+                                      "options": {"function": "tests.sim_fixtures:linear_k",
+                                                  "path": str(REPO), "outputs": ["y"]}},
+                        "outputs": ["y"], **SPACE})
+    t = Target(0, None, {}, np.array([0.0]))
+    solver = {"backend": "highs", "time_limit": 30, "threads": 1}
+    rec, runs = calibrate_target(study, mm, t, "adaptive", 12, 0.02,
+                                 {"adaptive": {"rounds": 4, "update": "none"}}, solver, seed=2)
+    ok = [r for r in runs if r["status"] == "ok"]
+    assert len(ok) >= 3
+    assert all(r["k"] >= 2 for r in ok)
+    assert np.isfinite(rec["error"])

@@ -2,7 +2,8 @@
 after each round the metamodel is corrected on the target's own runs (a local output
 offset, optionally fine-tuning the network), OP is re-solved in a trust region around
 the best run so far, and the region grows on progress at its edge and shrinks without
-progress.  See docs/strategies.md."""
+progress; after rounds in which every run failed it searches the whole space and
+never re-runs a failed OP point.  See docs/strategies.md."""
 
 from __future__ import annotations
 
@@ -90,6 +91,11 @@ def at_region_edge(x: np.ndarray, box: tuple[np.ndarray, np.ndarray],
     return bool(np.any(low_side | high_side))
 
 
+def _failed_before(p: TargetRun, x: np.ndarray) -> bool:
+    """Whether a run at ``x`` (tunables) already failed for this target."""
+    return any(not np.isfinite(r["error"]) and np.allclose(r["x"], x, rtol=0, atol=1e-9)
+               for r in p.runs)
+
 
 @strategy("adaptive", label="Adaptive", order=50, min_budget=2,
           reads=("budget", "proximity", "adaptive"), study_keys=("metamodel",),
@@ -114,6 +120,8 @@ def strategy_adaptive(p: TargetRun) -> dict[str, Any]:
             X = np.vstack([op0[None, :], p.sample(n_k - 1, box)])
         else:
             x_op = p.op(box, f"adaptive{k}", mm=mm, shift=shift)
+            if _failed_before(p, x_op):   # the same point again would fail again
+                x_op = p.sample(1, box)[0]
             X = np.vstack([x_op[None, :], p.sample(n_k - 1, box)])
         p.simulate(X, f"round{k}")
         best = p.best_run()
@@ -128,6 +136,11 @@ def strategy_adaptive(p: TargetRun) -> dict[str, Any]:
                 radius = max(float(a["min_proximity"]), radius * float(a["shrink"]))
             best_err = min(best_err, best["error"])
             anchor = best["x"]
+        else:
+            # every run so far failed: the anchor's neighbourhood is where the simulator
+            # fails and tells nothing about where to go, so the next round draws from the
+            # whole space instead of spending its runs there too
+            radius = 1.0
         history.append(f"{k}:{n_k}:{radius:.4g}:{best_err:.4g}")
         if k + 1 < len(sizes) and best is not None:
             if a["update"] in ("fine_tune", "both"):
