@@ -67,6 +67,20 @@ def side_by_side(nets: Sequence[Layers]) -> Layers:
     return out
 
 
+def mean_of(nets: Sequence[Layers]) -> Layers:
+    """One net computing the mean of the outputs of ``nets`` (all reading the same
+    standardised inputs and writing the same standardised outputs): the nets side by
+    side, their output layers averaged.  The mean of an ensemble of ReLU nets is then
+    one (wider) ReLU net, which the MILP embeds exactly."""
+    stacked = side_by_side(nets)
+    W, b = stacked[-1]
+    m = len(nets)
+    p = W.shape[0] // m
+    avg = np.hstack([np.eye(p)] * m) / m
+    stacked[-1] = (avg @ W, avg @ b)
+    return stacked
+
+
 def rescale_inputs(layers: Layers, mean_from: np.ndarray, std_from: np.ndarray,
                    mean_to: np.ndarray, std_to: np.ndarray) -> Layers:
     """The same function of the raw inputs when the inputs are standardised with

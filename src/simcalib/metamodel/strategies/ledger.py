@@ -242,7 +242,9 @@ class TargetRun:
 
     # ---- OP ----------------------------------------------------------------
     def op(self, box: tuple[np.ndarray, np.ndarray] | None, label: str,
-           mm: Any = None, shift: np.ndarray | None = None) -> np.ndarray:
+           mm: Any = None, shift: np.ndarray | None = None,
+           weights: Mapping[str, float] | None = None, failure: Any = None,
+           solver: Mapping[str, Any] | None = None) -> np.ndarray:
         """Minimise the (optionally offset-corrected) predicted error over ``box``.
 
         The solver seed depends on (study, target, label), not on the strategy, so
@@ -250,15 +252,23 @@ class TargetRun:
 
         ``shift`` is an output offset b (raw units) with S ~ M + b locally, so the
         corrected problem min |M(x) + b - z| is OP with target z - b.  A failed solve
-        falls back to the best of 2000 metamodel evaluations in the box (logged)."""
+        falls back to the best of 2000 metamodel evaluations in the box (logged).
+
+        ``weights`` (objective weights by output) replace the target's; ``failure``
+        (a run-success classifier) replaces ``mm.failure``; ``solver`` replaces the
+        study's option set (the ``sequential`` strategy's per-proposal time limit)."""
         mm = self.mm if mm is None else mm
         z = self.target.z - (shift if shift is not None else 0.0)
         target = dict(zip(self.out_names, z.tolist(), strict=True))
         t0 = time.perf_counter()
         x, status = None, "error"
         try:
-            kw = {"weights": self.op_weights} if self.op_weights is not None else {}
-            res = self.optimize_fn(mm, self.space, target, self.target.context, self.solver,
+            w = self.op_weights if weights is None else weights
+            kw: dict[str, Any] = {"weights": w} if w is not None else {}
+            if failure is not None:
+                kw["failure"] = failure
+            res = self.optimize_fn(mm, self.space, target, self.target.context,
+                                   self.solver if solver is None else solver,
                                    box=box, seed=int_seed(self.seed, "calibrate-op",
                                                           self.study.name,
                                                           self.target.target_id, label), **kw)

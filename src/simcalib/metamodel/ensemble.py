@@ -1,0 +1,266 @@
+"""An ensemble of M small ReLU nets: a mean prediction, the members' spread, and
+MILP-representable members and mean.
+
+Why an ensemble: one net trained on a few dozen runs is confidently wrong away from
+them; M nets trained on bootstrap resamples (and from different seeds) disagree
+exactly where the data are thin.  The ``sequential`` strategy samples one member per
+proposal (Thompson sampling through the exact MILP: each member is a plausible
+simulator, and its optimum a plausible location of the target's), and the
+posterior may use the members' spread as metamodel error.
+
+Every member and the mean are :class:`~simcalib.metamodel.model.Metamodel` objects of
+the usual shape, so the existing MILP (:mod:`simcalib.metamodel.milp`) optimises
+them unchanged: a member is a net; the mean of M nets is one wider net
+(:func:`simcalib.metamodel.stacking.mean_of`).  All members share one pair of
+scalers, fitted on the first data they saw and kept for the ensemble's life, so a
+warm start (:func:`fit_ensemble` with ``warm=``) continues from weights that still
+mean the same thing.
+
+Training: Adam on the mean squared error of standardised outputs, full batch (the
+data sets here are small), early stopping on each member's out-of-bag rows (best
+weights restored).  Seeds from ``(seed, 'ensemble', tag, member)``: the same call
+gives the same ensemble bit for bit.  ``info['oob_r2']`` is the out-of-bag R^2 per
+output (each row predicted by the members that did not train on it): the held-out
+quality of an ensemble that has no test split.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from simcalib.config import schema_defaults
+from simcalib.errors import ConfigError, DataError
+from simcalib.metamodel.model import DTYPE, Metamodel, build_net, r2_scores
+from simcalib.metamodel.stacking import mean_of, to_torch
+from simcalib.seeds import int_seed, rng
+
+
+def _defaults() -> dict[str, Any]:
+    return dict(schema_defaults("calibration.schema.yaml")["sequential"]["ensemble"])
+
+
+@dataclass(frozen=True)
+class EnsembleSettings:
+    """How an ensemble is trained (defaults: ``calibration.sequential.ensemble`` in
+    calibration.schema.yaml, the one source of truth)."""
+
+    members: int
+    hidden: tuple[int, ...]
+    epochs: int
+    warm_epochs: int
+    patience: int
+    lr: float
+    weight_decay: float
+    bootstrap: bool
+    threads: int = 1
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None = None,
+                    key: str = "calibration.sequential.ensemble") -> EnsembleSettings:
+        c = {**_defaults(), **dict(cfg or {})}
+        unknown = sorted(set(c) - {f for f in cls.__dataclass_fields__})
+        if unknown:
+            raise ConfigError(f"{key}.{unknown[0]}", "unknown setting; allowed: "
+                              f"{sorted(cls.__dataclass_fields__)}")
+        if int(c["members"]) < 1:
+            raise ConfigError(f"{key}.members", "must be >= 1")
+        if not c["hidden"] or any(int(w) < 1 for w in c["hidden"]):
+            raise ConfigError(f"{key}.hidden", "give at least one hidden width >= 1")
+        return cls(int(c["members"]), tuple(int(w) for w in c["hidden"]), int(c["epochs"]),
+                   int(c["warm_epochs"]), int(c["patience"]), float(c["lr"]),
+                   float(c["weight_decay"]), bool(c["bootstrap"]), int(c.get("threads", 1)))
+
+
+@dataclass
+class Ensemble:
+    """M nets with shared scalers.  :meth:`predict` is the mean (raw units),
+    :meth:`predict_members` every member's, :meth:`spread` their standard deviation;
+    :meth:`member` and :meth:`mean_metamodel` are MILP-ready metamodels."""
+
+    nets: list[nn.Sequential]
+    input_names: list[str]
+    output_names: list[str]
+    x_mean: np.ndarray
+    x_std: np.ndarray
+    y_mean: np.ndarray
+    y_std: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.nets)
+
+    # ---- prediction ----------------------------------------------------------------
+    def _scaled_in(self, X: np.ndarray) -> torch.Tensor:
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        if X.shape[1] != len(self.input_names):
+            raise DataError("ensemble input", f"{X.shape[1]} columns for "
+                            f"{len(self.input_names)} inputs {self.input_names}")
+        return torch.as_tensor((X - self.x_mean) / self.x_std, dtype=DTYPE)
+
+    def predict_members(self, X: np.ndarray) -> np.ndarray:
+        """Raw outputs of every member, shape (M, n, outputs)."""
+        Xs = self._scaled_in(X)
+        with torch.no_grad():
+            out = np.stack([net(Xs).numpy() for net in self.nets])
+        return out * self.y_std + self.y_mean
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """The ensemble mean (raw units), shape (n, outputs)."""
+        return self.predict_members(X).mean(axis=0)
+
+    def spread(self, X: np.ndarray) -> np.ndarray:
+        """Standard deviation over members (raw units; zeros for one member)."""
+        P = self.predict_members(X)
+        return P.std(axis=0, ddof=1) if len(P) > 1 else np.zeros(P.shape[1:])
+
+    # ---- MILP-ready views ----------------------------------------------------------
+    def _wrap(self, net: nn.Sequential, what: str) -> Metamodel:
+        info = {"study": self.info.get("study", ""), "ensemble": what,
+                "input_bounds": self.info.get("input_bounds", {})}
+        return Metamodel(net, self.input_names, self.output_names, self.x_mean, self.x_std,
+                         self.y_mean, self.y_std, info)
+
+    def member(self, i: int) -> Metamodel:
+        """Member ``i`` as a metamodel (its own net; the shared scalers)."""
+        return self._wrap(copy.deepcopy(self.nets[i]), f"member {i}")
+
+    def mean_metamodel(self) -> Metamodel:
+        """The ensemble mean as one ReLU net (exact; M times wider)."""
+        layers = [[(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy())
+                   for m in net if isinstance(m, nn.Linear)] for net in self.nets]
+        return self._wrap(to_torch(mean_of(layers)), "mean")
+
+    # ---- state (checkpoints of a resumable run) -------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"nets": [net.state_dict() for net in self.nets],
+                "hidden": [m.out_features for m in self.nets[0] if isinstance(m, nn.Linear)][:-1],
+                "input_names": self.input_names, "output_names": self.output_names,
+                "x_mean": self.x_mean, "x_std": self.x_std, "y_mean": self.y_mean,
+                "y_std": self.y_std, "info": self.info}
+
+    @classmethod
+    def from_state(cls, s: Mapping[str, Any]) -> Ensemble:
+        nets = []
+        for sd in s["nets"]:
+            net = build_net(len(s["input_names"]), s["hidden"], len(s["output_names"]))
+            net.load_state_dict(sd)
+            nets.append(net.eval())
+        return cls(nets, list(s["input_names"]), list(s["output_names"]),
+                   np.asarray(s["x_mean"]), np.asarray(s["x_std"]), np.asarray(s["y_mean"]),
+                   np.asarray(s["y_std"]), dict(s["info"]))
+
+
+def _train_member(net: nn.Sequential, Xtr: torch.Tensor, Ytr: torch.Tensor,
+                  Xva: torch.Tensor | None, Yva: torch.Tensor | None, epochs: int,
+                  patience: int, lr: float, weight_decay: float) -> int:
+    """Full-batch Adam; early stopping on the validation rows when there are any
+    (best weights restored).  Returns the epochs run."""
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+    loss_fn = nn.MSELoss()
+    best, best_state, wait, ep = np.inf, None, 0, 0
+    for ep in range(1, epochs + 1):
+        net.train()
+        opt.zero_grad()
+        loss = loss_fn(net(Xtr), Ytr)
+        loss.backward()
+        opt.step()
+        if Xva is None or Yva is None:
+            continue
+        net.eval()
+        with torch.no_grad():
+            val = float(loss_fn(net(Xva), Yva))
+        if val < best - 1e-12:
+            best, best_state, wait = val, copy.deepcopy(net.state_dict()), 0
+        else:
+            wait += 1
+            if wait >= patience:
+                break
+    if best_state is not None:
+        net.load_state_dict(best_state)
+    net.eval()
+    return ep
+
+
+def fit_ensemble(X: np.ndarray, Y: np.ndarray, input_names: Sequence[str],
+                 output_names: Sequence[str], settings: EnsembleSettings | None = None,
+                 seed: int = 0, tag: str | int = "", warm: Ensemble | None = None,
+                 study: str = "") -> Ensemble:
+    """Train (or, with ``warm``, continue training) an ensemble on rows ``X``, ``Y``
+    (raw units; rows with a non-finite value are dropped).
+
+    ``tag`` names the fit within a run (a round number), so every fit draws its own
+    bootstrap resamples from ``(seed, 'ensemble', tag, member)``.  A warm fit keeps
+    ``warm``'s scalers and starts each member from its weights (``warm_epochs``
+    epochs at most); a cold one fits the scalers on these rows (``epochs``)."""
+    s = settings or EnsembleSettings.from_config()
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float)
+    good = np.isfinite(X).all(axis=1) & np.isfinite(Y).all(axis=1)
+    X, Y = X[good], Y[good]
+    n = len(X)
+    if n < 2:
+        raise DataError("ensemble", f"only {n} usable rows; need >= 2")
+    if warm is not None:
+        if list(warm.input_names) != list(input_names) or \
+                list(warm.output_names) != list(output_names):
+            raise DataError("ensemble", "warm start from an ensemble of other inputs/outputs")
+        x_mean, x_std, y_mean, y_std = warm.x_mean, warm.x_std, warm.y_mean, warm.y_std
+    else:
+        x_mean, x_std = X.mean(axis=0), X.std(axis=0)
+        y_mean, y_std = Y.mean(axis=0), Y.std(axis=0)
+        x_std = np.where(x_std > 0, x_std, 1.0)
+        y_std = np.where(y_std > 0, y_std, 1.0)
+    Xs = torch.as_tensor((X - x_mean) / x_std, dtype=DTYPE)
+    Ys = torch.as_tensor((Y - y_mean) / y_std, dtype=DTYPE)
+    t0 = time.perf_counter()
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, s.threads))
+    nets, oob_sum, oob_cnt, epochs = [], np.zeros(Y.shape), np.zeros(n), []
+    try:
+        for m in range(s.members):
+            r = rng(seed, "ensemble", str(tag), m)
+            if s.bootstrap and n >= 4:
+                idx = r.integers(0, n, n)
+                oob = np.setdiff1d(np.arange(n), idx)
+            else:
+                idx, oob = np.arange(n), np.zeros(0, dtype=np.int64)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int_seed(seed, "ensemble", "init", m))
+                if warm is not None and m < len(warm.nets):
+                    net = copy.deepcopy(warm.nets[m])
+                else:
+                    net = build_net(len(input_names), list(s.hidden), len(output_names))
+                va = oob if len(oob) else None
+                ep = _train_member(net, Xs[idx], Ys[idx],
+                                   None if va is None else Xs[va],
+                                   None if va is None else Ys[va],
+                                   s.warm_epochs if warm is not None else s.epochs,
+                                   s.patience, s.lr, s.weight_decay)
+            epochs.append(ep)
+            nets.append(net)
+            if len(oob):
+                with torch.no_grad():
+                    oob_sum[oob] += net(Xs[oob]).numpy() * y_std + y_mean
+                oob_cnt[oob] += 1
+    finally:
+        torch.set_num_threads(old_threads)
+    seen = oob_cnt > 0
+    oob_r2 = (r2_scores(Y[seen], oob_sum[seen] / oob_cnt[seen, None]) if seen.sum() >= 2
+              else np.full(Y.shape[1], np.nan))
+    info = {"study": study, "rows": n, "members": s.members, "hidden": list(s.hidden),
+            "warm": warm is not None, "epochs_run": epochs,
+            "oob_r2": {o: float(v) for o, v in zip(output_names, oob_r2, strict=True)},
+            "min_oob_r2": float(np.nanmin(oob_r2)) if np.isfinite(oob_r2).any() else None,
+            "seconds": round(time.perf_counter() - t0, 3),
+            "input_bounds": {nm: [float(X[:, i].min()), float(X[:, i].max())]
+                             for i, nm in enumerate(input_names)}}
+    return Ensemble(nets, list(input_names), list(output_names), np.asarray(x_mean),
+                    np.asarray(x_std), np.asarray(y_mean), np.asarray(y_std), info)

@@ -1,0 +1,230 @@
+"""``sequential``: a metamodel strategy for one data set and few, expensive runs.
+
+Why: paper 1's route amortises one large design over many targets.  With one target
+the design is mostly spent where the target is not, and GP Bayesian optimisation on
+the actual error wins at equal total runs.  This strategy spends every run on the
+target: a small scrambled Sobol start (``initial_per_input`` x tunables runs, at most
+half the budget), then rounds of ``batch`` runs.  Each round
+
+1. retrains (warm-started from the last round's weights) an ensemble of small ReLU
+   nets on every successful run so far (bootstrap resamples; out-of-bag R^2 logged);
+2. if any run failed, trains the run-success classifier on every run with its status
+   (:mod:`simcalib.metamodel.failure`); every proposal MILP then demands predicted
+   success >= its threshold, so the strategy stops walking into a region where the
+   simulator fails;
+3. proposes the batch by **Thompson sampling through the exact MILP**
+   (Papalexopoulos et al., ICML 2022): ``mean_proposals`` points minimise the
+   ensemble mean's predicted misfit (the mean of ReLU nets is one ReLU net) in a trust
+   region around the best run (``radius``), each other point one member's (a plausible
+   simulator, so its optimum is a plausible location of the target's); a
+   ``local_share`` of the member proposals are solved in the trust region too, the
+   rest over the whole box;
+   proposals closer than ``min_distance`` to a run or to each other are replaced by a
+   random point near them.  The proposal MILPs use ``solver`` over the study's
+   option set (a small gap, no per-target bound tightening: a proposal is a sample's
+   optimum, not a result); one that hits its time limit uses its incumbent (counted
+   in ``op_unproven``).
+
+Each proposal MILP minimises exactly the target's Delta (the member's output scale is
+undone by the objective weights), with the study's bounds, integers and linear
+constraints at the target's context.  Seeds from (seed, study, target, round), so the
+same config gives the same runs; the runs go through the usual ledger (journalled,
+counted against ``budget``, failed runs kept).  The history column holds the anytime
+trajectory (best Delta after each round) for anytime curves.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from simcalib.errors import ConfigError
+from simcalib.metamodel.strategies.ledger import TargetRun, choose
+from simcalib.metamodel.strategies.registry import strategy
+from simcalib.progress import eta
+from simcalib.seeds import int_seed, rng
+
+log = logging.getLogger(__name__)
+
+
+def check_sequential(settings: Mapping[str, Any], key: str) -> None:
+    """The strategy's settings (also when called from Python, not the schema)."""
+    from simcalib.metamodel.ensemble import EnsembleSettings
+
+    s = settings["sequential"]
+    for k in ("initial_per_input", "batch"):
+        if int(s[k]) < 1:
+            raise ConfigError(f"{key}.sequential.{k}", f"must be >= 1, got {s[k]}")
+    if int(s["mean_proposals"]) < 0:
+        raise ConfigError(f"{key}.sequential.mean_proposals", "must be >= 0")
+    if not 0.0 <= float(s["local_share"]) <= 1.0:
+        raise ConfigError(f"{key}.sequential.local_share", "must lie in [0, 1]")
+    if not 0.0 < float(s["radius"]) <= 1.0:
+        raise ConfigError(f"{key}.sequential.radius", "must lie in (0, 1]")
+    from simcalib.metamodel.milp.optimize import solver_settings
+
+    try:
+        solver_settings({"backend": "highs", **dict(s["solver"])})
+    except ConfigError as exc:
+        raise ConfigError(f"{key}.sequential.solver", str(exc)) from None
+    EnsembleSettings.from_config(s.get("ensemble"), f"{key}.sequential.ensemble")
+
+
+def initial_runs(budget: int, n_tunables: int, per_input: int) -> int:
+    """Size of the Sobol start: ``per_input`` runs per tunable, at most half the
+    budget, at least 2 (and never the whole budget)."""
+    return max(min(2, budget), min(per_input * n_tunables, max(2, budget // 2), budget))
+
+
+def _unit_dist(p: TargetRun, x: np.ndarray, X: np.ndarray) -> float:
+    """Smallest max-norm distance of ``x`` to the rows of ``X`` (unit-scaled inputs)."""
+    if len(X) == 0:
+        return np.inf
+    return float(np.abs(p.space.to_unit(X) - p.space.to_unit(x)[None, :]).max(axis=1).min())
+
+
+@strategy("sequential", label="Sequential", order=67, min_budget=4,
+          reads=("budget", "sequential"), study_keys=("metamodel",), default=False,
+          check=check_sequential)
+def strategy_sequential(p: TargetRun) -> dict[str, Any]:
+    """Sobol start, then Thompson sampling through the MILP of an ensemble (module doc)."""
+    import torch
+
+    s = p.settings["sequential"]
+    tid = p.target.target_id
+    d = len(p.space.tunable_names)
+    n0 = initial_runs(p.budget, d, int(s["initial_per_input"]))
+    start = p.space.sample_tunables(n0, rng(p.seed, "sequential-sobol", p.study.name, tid),
+                                    "sobol", p.target.context)
+    p.simulate(start[p.space.tunable_names].to_numpy(dtype=float), "sobol")
+    old = torch.get_num_threads()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int_seed(p.seed, "sequential", p.study.name, tid))
+            trajectory = _rounds(p, s)
+    finally:
+        torch.set_num_threads(old)
+    first = p.runs[0]["x"] if p.runs else np.full(d, np.nan)
+    x, e, status = choose(p, first)
+    return {"x": x, "error": e, "status": status, "anchor": first, "anchor_kind": "sobol",
+            "history": " ".join(trajectory)}
+
+
+def _rounds(p: TargetRun, s: Mapping[str, Any]) -> list[str]:
+    """The proposal rounds until the budget is spent; returns the trajectory
+    ``runs:best`` after the start and after every round."""
+    from simcalib.metamodel.ensemble import EnsembleSettings, fit_ensemble
+    from simcalib.metamodel.failure import fit_failure
+
+    es = EnsembleSettings.from_config(s.get("ensemble"))
+    tid = p.target.target_id
+    names = list(p.study.input_names)
+    fcfg = dict((p.study.cfg.get("metamodel") or {}).get("failure") or {})
+    lo, hi = p.bounds()
+    batch = int(s["batch"])
+    n_mean = int(s["mean_proposals"])
+    r = rng(p.seed, "sequential-ts", p.study.name, tid)
+    ens = None
+    traj = [_point(p)]
+    t_start, used0, k = time.perf_counter(), p.used, 0
+    while p.left > 0:
+        b = min(batch, p.left)
+        ok = [q for q in p.runs if q["status"] == "ok" and np.isfinite(q["y"]).all()]
+        if len(ok) < 4:  # nothing to learn from yet: random points (failure-filtered)
+            p.simulate(p.sample(b, p.bounds()), f"round{k}")
+            traj.append(_point(p))
+            k += 1
+            continue
+        X = p.frame(np.array([q["x"] for q in ok]))[names].to_numpy(dtype=float)
+        Y = np.array([q["y"] for q in ok])
+        ens = fit_ensemble(X, Y, names, p.out_names, es, seed=int_seed(p.seed, "sequential",
+                                                                      p.study.name, tid),
+                           tag=k, warm=ens, study=p.study.name)
+        Xall = p.frame(np.array([q["x"] for q in p.runs]))[names].to_numpy(dtype=float)
+        fm = fit_failure(Xall, np.array([q["status"] == "ok" for q in p.runs]), names,
+                         fcfg, seed=int_seed(p.seed, "sequential-failure", p.study.name,
+                                             tid), tag=k)
+        props = _propose(p, s, ens, fm, b, n_mean, r, k, lo, hi)
+        p.simulate(props, f"round{k}")
+        traj.append(_point(p))
+        k += 1
+        best = p.best_run()
+        log.info("%s sequential target %d round %d: %d/%d runs, best Delta %.4g, ensemble "
+                 "OOB R2 min %s%s; %s", p.study.name, tid, k, p.used, p.budget,
+                 best["error"] if best else float("nan"),
+                 f"{ens.info['min_oob_r2']:.3f}" if ens.info.get("min_oob_r2") is not None
+                 else "n/a",
+                 f", failure classifier on ({fm.info['failed']} failed runs)" if fm else "",
+                 eta(time.perf_counter() - t_start, p.used - used0, p.budget - used0))
+    return traj
+
+
+def _point(p: TargetRun) -> str:
+    best = p.best_run()
+    return f"{p.used}:{best['error']:.4g}" if best else f"{p.used}:nan"
+
+
+def _propose(p: TargetRun, s: Mapping[str, Any], ens: Any, fm: Any, b: int, n_mean: int,
+             r: np.random.Generator, k: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``b`` proposals: the ensemble mean's optimum first, then members' (Thompson
+    sampling), a share of them in the trust region around the best run."""
+    best = p.best_run()
+    local_box = p.box(best["x"], float(s["radius"])) if best is not None else None
+    n_local = int(round(float(s["local_share"]) * max(0, b - n_mean)))
+    solver = _merge(p.solver, s["solver"])
+    seen = np.array([q["x"] for q in p.runs])
+    out: list[np.ndarray] = []
+    members = r.permutation(np.arange(len(ens)).repeat(-(-b // max(1, len(ens)))))
+    for i in range(b):
+        mean = i < n_mean
+        mm = ens.mean_metamodel() if mean else ens.member(int(members[i]))
+        # the mean's optimum is the exploiting proposal: solved in the trust region
+        # (where it is cheap: a mean of M nets is an M times wider MILP); members'
+        # proposals explore, a share of them globally
+        local = (mean or (i - n_mean) < n_local) and local_box is not None
+        box = local_box if local else None
+        label = f"seq{k}:{i}"
+        x = p.op(box, label, mm=mm, weights=_objective_weights(p, mm), failure=fm,
+                 solver=solver)
+        near = np.vstack([seen, *out]) if out else seen
+        if _unit_dist(p, x, near) < float(s["min_distance"]):
+            x = _nudge(p, x, near, float(s["radius"]), r, fm)
+        out.append(x)
+    return np.array(out)
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``, one level of nested mappings merged."""
+    out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in base.items()}
+    for k, v in over.items():
+        out[k] = {**out[k], **v} if isinstance(v, Mapping) and isinstance(out.get(k),
+                                                                          dict) else v
+    return out
+
+
+def _objective_weights(p: TargetRun, mm: Any) -> dict[str, float]:
+    """Weights that make the MILP's objective sum_j w_j |M_j - z_j| / y_std_j equal to
+    the target's Delta (sum_j |M_j - z_j| / scale_j): w_j = y_std_j / scale_j."""
+    w = np.asarray(mm.y_std, dtype=float) / p.scale
+    return dict(zip(p.out_names, np.where(np.isfinite(w), w, 0.0).tolist(), strict=True))
+
+
+def _nudge(p: TargetRun, x: np.ndarray, near: np.ndarray, radius: float,
+           r: np.random.Generator, fm: Any) -> np.ndarray:
+    """A random feasible point near ``x`` that is new (a proposal repeating a run
+    teaches nothing; for a noisy simulator the selection step re-runs on purpose)."""
+    for scale in (0.25, 0.5, 1.0):
+        box = p.box(x, radius * scale)
+        df = p.space.sample_tunables(16, r, "uniform", p.target.context, box)
+        C = df[p.space.tunable_names].to_numpy(dtype=float)
+        if fm is not None:
+            okc = fm.ok(p.frame(C)[fm.input_names].to_numpy(dtype=float))
+            C = np.vstack([C[okc], C[~okc]])
+        for c in C:
+            if _unit_dist(p, c, near) > 0:
+                return c
+    return x
