@@ -17,3 +17,10 @@ def slow_quadratic(df: pd.DataFrame, options: dict) -> pd.DataFrame:
 def linear_k(df: pd.DataFrame, options: dict) -> pd.DataFrame:
     """y = 0.1 k + (x - 0.5)^2 (the failing design of tests/test_failure.py)."""
     return pd.DataFrame({"y": 0.1 * df["k"] + (df["x"] - 0.5) ** 2})
+
+
+def warped_plane(df: pd.DataFrame, options: dict) -> pd.DataFrame:
+    """Two outputs, one solution: (a, b) = (x + y^2 / 2, y + x^2 / 2) is one-to-one on
+    [0, 1]^2 (Jacobian determinant 1 - x y > 0), so a target made at x* has Delta = 0
+    at x* only (tests/test_sequential.py)."""
+    return pd.DataFrame({"a": df["x"] + 0.5 * df["y"] ** 2, "b": df["y"] + 0.5 * df["x"] ** 2})

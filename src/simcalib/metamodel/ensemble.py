@@ -165,8 +165,9 @@ def _train_member(net: nn.Sequential, Xtr: torch.Tensor, Ytr: torch.Tensor,
     (best weights restored).  Returns the epochs run."""
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = nn.MSELoss()
-    best, best_state, wait, ep = np.inf, None, 0, 0
+    best, best_state, wait, ran = np.inf, None, 0, 0
     for ep in range(1, epochs + 1):
+        ran = ep
         net.train()
         opt.zero_grad()
         loss = loss_fn(net(Xtr), Ytr)
@@ -186,7 +187,7 @@ def _train_member(net: nn.Sequential, Xtr: torch.Tensor, Ytr: torch.Tensor,
     if best_state is not None:
         net.load_state_dict(best_state)
     net.eval()
-    return ep
+    return ran
 
 
 def fit_ensemble(X: np.ndarray, Y: np.ndarray, input_names: Sequence[str],

@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -130,6 +131,10 @@ class TargetRun:
     anchor_seconds: float = 0.0        # what solving it took (charged to this strategy)
     anchor_status: str = "precomputed"  # its solver status (anchors.csv), for trust flags
     threads: int = 1                   # parallel simulator runs per batch (command sims)
+    #: per-run journal (a .jsonl path): finished runs are appended as they end, and a
+    #: rerun of the same target replays them instead of simulating them again (a
+    #: strategy is deterministic given its runs, so it asks for the same rows)
+    journal: Path | None = None
     runs: list[dict[str, Any]] = field(default_factory=list)
     op_calls: list[dict[str, Any]] = field(default_factory=list)
     sim_seconds: float = 0.0
@@ -221,10 +226,7 @@ class TargetRun:
         rows = self.frame(X)
         rows.insert(0, "run_id", np.arange(self.used, self.used + len(X), dtype=np.int64))
         t0 = time.perf_counter()
-        # each run's seed derives from its run id: the same results at any thread count
-        res = simulate_rows(self.study, rows, self.seed,
-                            stream=f"calib:{self.stream}:{self.target.target_id}",
-                            threads=self.threads)
+        res = self._simulate_rows(rows)
         self.sim_seconds += time.perf_counter() - t0
         ok = (res["status"] == "ok").to_numpy()
         Y = res[self.out_names].to_numpy(dtype=float)
@@ -234,6 +236,62 @@ class TargetRun:
                               "x": X[i].copy(), "y": Y[i].copy(), "status": res["status"].iloc[i],
                               "message": res["message"].iloc[i], "error": float(errs[i])})
         return errs
+
+    def _simulate_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Simulator results of ``rows``; with a journal, the rows it holds (same run
+        id, same inputs) are replayed and every new run is appended as it ends."""
+        stream = f"calib:{self.stream}:{self.target.target_id}"
+        if self.journal is None:
+            # each run's seed derives from its run id: the same results at any thread count
+            return simulate_rows(self.study, rows, self.seed, stream=stream,
+                                 threads=self.threads)
+        from simcalib.study.simulation import run_chunk
+
+        if getattr(self, "_journal_fp", None) is None:
+            from simcalib.study.journal import fingerprint, program_digest
+            from simcalib.study.simulation import FINGERPRINT_KEYS
+
+            self._journal_fp = fingerprint(
+                self.study.name, {k: self.study.cfg.get(k) for k in FINGERPRINT_KEYS},
+                self.seed, stream, pd.DataFrame(), program_digest(self.study.simulator))
+        names = self.study.input_names
+        held = _journal_held(self.journal, self._journal_fp)
+        replay = []
+        for _, row in rows.iterrows():
+            rec = held.get(int(row["run_id"]))
+            same = rec is not None and all(
+                np.isclose(float(rec.get(f"in:{n}", np.nan)), float(row[n]), rtol=0,
+                           atol=1e-12) for n in names)
+            replay.append(rec if same else None)
+        todo = rows[[r is None for r in replay]]
+        parts = []
+        # ``threads`` runs at a time, each group journaled as it ends: a kill loses at
+        # most the runs in flight, as in a design chunk
+        for g in range(0, len(todo), max(1, self.threads)):
+            part, _ = run_chunk(self.study, todo.iloc[g:g + max(1, self.threads)], self.seed,
+                                threads=self.threads, journal=None,
+                                label=f"{self.strategy} target {self.target.target_id}",
+                                progress_s=1e9, stream=stream)
+            _journal_append(self.journal, self._journal_fp, part, names)
+            parts.append(part)
+        new = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        cols = [c for c in new.columns if c not in rows.columns] if len(new) else None
+        out, k = [], 0
+        for i, rec in enumerate(replay):
+            if rec is None:
+                out.append(new.iloc[k])
+                k += 1
+            else:
+                r = rows.iloc[i].to_dict()
+                r.update({c: v for c, v in rec.items() if not c.startswith("in:")
+                          and c != "run_id"})
+                out.append(pd.Series(r))
+        res = pd.DataFrame(out).reset_index(drop=True)
+        if cols is not None:
+            for c in cols:
+                if c not in res:
+                    res[c] = np.nan
+        return res
 
     def best_run(self, phase: str | None = None) -> dict[str, Any] | None:
         cand = [r for r in self.runs if (phase is None or r["phase"] == phase)
@@ -342,3 +400,26 @@ def choose(p: TargetRun, fallback_x: np.ndarray) -> tuple[np.ndarray, float, str
         return fallback_x, float("nan"), "all_runs_failed"
     return best["x"], best["error"], "ok"
 
+
+def _journal_held(path: Path, fp: str) -> dict[int, dict[str, Any]]:
+    """The runs a target's journal holds (empty for a missing or stale one)."""
+    from simcalib.study.journal import Journal
+
+    j = Journal(Path(path), fp)
+    return j._load("run_id")
+
+
+def _journal_append(path: Path, fp: str, res: pd.DataFrame, names: Sequence[str]) -> None:
+    """Append finished runs (their inputs as ``in:<name>``) to a target's journal,
+    starting it when missing or stale."""
+    from simcalib.study.journal import Journal
+
+    jr, _ = Journal.open(path, fp, "run_id")
+    try:
+        for _, row in res.iterrows():
+            rec = {k: row[k] for k in res.columns if k not in names}
+            rec.update({f"in:{n}": float(row[n]) for n in names})
+            rec["run_id"] = int(row["run_id"])
+            jr.append(rec)
+    finally:
+        jr.close()

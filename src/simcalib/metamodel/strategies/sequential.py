@@ -176,6 +176,8 @@ def _propose(p: TargetRun, s: Mapping[str, Any], ens: Any, fm: Any, b: int, n_me
     local_box = p.box(best["x"], float(s["radius"])) if best is not None else None
     n_local = int(round(float(s["local_share"]) * max(0, b - n_mean)))
     solver = _merge(p.solver, s["solver"])
+    # the mean of M nets is an M times wider MILP: bound tightening pays there
+    mean_solver = _merge(solver, {"obbt": {"enabled": True, "time_limit": 2.0}})
     seen = np.array([q["x"] for q in p.runs])
     out: list[np.ndarray] = []
     members = r.permutation(np.arange(len(ens)).repeat(-(-b // max(1, len(ens)))))
@@ -189,7 +191,7 @@ def _propose(p: TargetRun, s: Mapping[str, Any], ens: Any, fm: Any, b: int, n_me
         box = local_box if local else None
         label = f"seq{k}:{i}"
         x = p.op(box, label, mm=mm, weights=_objective_weights(p, mm), failure=fm,
-                 solver=solver)
+                 solver=mean_solver if mean else solver)
         near = np.vstack([seen, *out]) if out else seen
         if _unit_dist(p, x, near) < float(s["min_distance"]):
             x = _nudge(p, x, near, float(s["radius"]), r, fm)

@@ -13,7 +13,9 @@ from simcalib.errors import ConfigError
 from simcalib.metamodel.strategies.registry import get
 
 #: nested sections merged one level deep (a user's partial section keeps the defaults)
-_NESTED = ("adaptive", "blackbox", "gpbo", "posterior", "select")
+_NESTED = ("adaptive", "blackbox", "gpbo", "posterior", "select", "sequential")
+#: sections nested one level further, merged the same way
+_NESTED2 = {"sequential": ("ensemble", "solver")}
 
 
 def defaults() -> dict[str, Any]:
@@ -36,6 +38,9 @@ def merged_settings(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     for sec in _NESTED:
         if sec in base:
             out[sec] = {**base[sec], **(cfg.get(sec) or {})}
+            for sub in _NESTED2.get(sec, ()):
+                out[sec][sub] = {**(base[sec].get(sub) or {}),
+                                 **((cfg.get(sec) or {}).get(sub) or {})}
     return out
 
 
