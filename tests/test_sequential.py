@@ -143,3 +143,32 @@ def test_initial_runs_and_settings_checks() -> None:
         check_settings("sequential", 10, 0.05, s)
     with pytest.raises(ConfigError, match="sequential.ensemble.members"):
         merged_settings({"budget": 10, "sequential": {"ensemble": {"members": 0}}})
+
+
+def test_k_targets_at_once_share_their_runs() -> None:
+    """Three targets in one job: one ensemble, every run in every target's data, each
+    ledger paying for its own proposals (3 x budget runs in all)."""
+    import pandas as pd
+
+    from simcalib.metamodel.strategies.runner import calibrate
+
+    xs = np.array([[0.62, 0.27], [0.2, 0.8], [0.45, 0.5]])
+    tdf = pd.DataFrame({"target_id": [0, 1, 2], "x": xs[:, 0], "y": xs[:, 1],
+                        "a": xs[:, 0] + 0.5 * xs[:, 1] ** 2, "b": xs[:, 1] + 0.5 * xs[:, 0] ** 2})
+    rec, runs = calibrate(_study(), ScaleMM(), tdf, "sequential",
+                          {"budget": 12, **SMALL}, {"backend": "highs"}, SEED)
+    assert list(rec["runs"]) == [12, 12, 12] and len(runs) == 36
+    assert (rec["status"] == "ok").all()
+    assert (rec["error"] < 0.05).all()
+    # the same 12 runs per target spent separately: each search starts from nothing
+    alone = [calibrate(_study(), ScaleMM(), tdf.iloc[[i]], "sequential",
+                       {"budget": 12, **SMALL}, {"backend": "highs"}, SEED)[0]["error"].iloc[0]
+             for i in range(3)]
+    assert rec["error"].mean() < np.mean(alone) / 3
+    # each record's simulated outputs are those of a real run (its own or another's)
+    for _, r in rec.iterrows():
+        hit = runs[(np.isclose(runs["x"], r["x_x"])) & (np.isclose(runs["y"], r["x_y"]))]
+        assert len(hit) >= 1 and np.isclose(hit["a"].iloc[0], r["sim_a"])
+    # the trajectory is the job's runs vs this target's best Delta, ending at its answer
+    last = rec["history"].iloc[0].split()[-1].split(":")
+    assert int(last[0]) == 36 and np.isclose(float(last[1]), rec["error"].iloc[0], rtol=1e-3)

@@ -15,7 +15,9 @@ job); ``--solver`` is the solver option set (``config['solvers'][name]``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import shutil
 import time
 from pathlib import Path
 
@@ -236,12 +238,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         settings["posterior"] = {**(settings.get("posterior") or {}), "error_scale": kappa}
     _warn_metamodel(mm)
     t0 = time.perf_counter()
+    # per-run journals beside the output: a killed job resumes mid-target; removed once
+    # the records are written (a forced rerun then simulates afresh)
+    jdir = Path(args.output).parent / ".journal" / Path(args.output).stem
     rec, runs = calibrate(study, mm, targets, args.strategy, settings, _solver(args),
                           seed_from_args(args), proximity=args.proximity, anchors=anchors,
-                          source=args.targets, threads=args.threads)
+                          source=args.targets, threads=args.threads, journal_dir=jdir)
     timing.write_csv(rec, args.output)
     if args.runs:
         timing.write_csv(runs, args.runs)
+    shutil.rmtree(jdir, ignore_errors=True)
+    with contextlib.suppress(OSError):   # the shared .journal folder, once empty
+        jdir.parent.rmdir()
     print(f"{study.name} {args.strategy}: {len(rec)} targets, median error "
           f"{rec['error'].median():.4g}, mean {rec['error'].mean():.4g}, "
           f"{int(rec['runs'].sum())} runs ({int(rec['failed_runs'].sum())} failed), "

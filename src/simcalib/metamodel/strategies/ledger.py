@@ -245,8 +245,6 @@ class TargetRun:
             # each run's seed derives from its run id: the same results at any thread count
             return simulate_rows(self.study, rows, self.seed, stream=stream,
                                  threads=self.threads)
-        from simcalib.study.simulation import run_chunk
-
         if getattr(self, "_journal_fp", None) is None:
             from simcalib.study.journal import fingerprint, program_digest
             from simcalib.study.simulation import FINGERPRINT_KEYS
@@ -268,10 +266,10 @@ class TargetRun:
         # ``threads`` runs at a time, each group journaled as it ends: a kill loses at
         # most the runs in flight, as in a design chunk
         for g in range(0, len(todo), max(1, self.threads)):
-            part, _ = run_chunk(self.study, todo.iloc[g:g + max(1, self.threads)], self.seed,
-                                threads=self.threads, journal=None,
-                                label=f"{self.strategy} target {self.target.target_id}",
-                                progress_s=1e9, stream=stream)
+            # simulate_rows, not run_chunk: a run that fails is data here (a strategy
+            # may walk into a failing region), never a reason to stop the job
+            part = simulate_rows(self.study, todo.iloc[g:g + max(1, self.threads)],
+                                 self.seed, stream=stream, threads=self.threads)
             _journal_append(self.journal, self._journal_fp, part, names)
             parts.append(part)
         new = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

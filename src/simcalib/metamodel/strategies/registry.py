@@ -52,6 +52,9 @@ class StrategySpec:
     #: answers with the best of its runs, so choosing by mean applies (StP answers
     #: with an OP point, not a lucky run, and never re-selects: docs/strategies.md)
     best_of_runs: bool = True
+    #: runs every target of a job at once: ``joint(runs) -> outcomes``, one TargetRun
+    #: and one outcome per target (the runs are shared; ``fn`` is the one-target case)
+    joint: Callable[[list[Any]], list[dict[str, Any]]] | None = None
 
 
 _REGISTRY: dict[str, StrategySpec] = {}
@@ -63,7 +66,8 @@ def strategy(name: str, *, label: str, order: int, min_budget: int = 1,
              uses_anchor: bool = False, fixed_budget: int | None = None,
              default: bool = True,
              check: Callable[[Mapping[str, Any], str], None] | None = None,
-             best_of_runs: bool = True
+             best_of_runs: bool = True,
+             joint: Callable[[list[Any]], list[dict[str, Any]]] | None = None
              ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
     """Decorator: register ``fn`` as the strategy ``name``."""
 
@@ -72,7 +76,7 @@ def strategy(name: str, *, label: str, order: int, min_budget: int = 1,
             raise ValueError(f"strategy {name!r} registered twice")
         _REGISTRY[name] = StrategySpec(name, fn, label, order, min_budget, tuple(reads),
                                        tuple(study_keys), uses_anchor, fixed_budget, default,
-                                       check, best_of_runs)
+                                       check, best_of_runs, joint)
         return fn
 
     return deco

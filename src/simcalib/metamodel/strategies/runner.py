@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,24 +45,30 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                      seed: int, optimize_fn: OptimizeFn | None = None,
                      anchor: np.ndarray | None = None, stream: str | None = None,
                      anchor_seconds: float = 0.0, anchor_status: str = "precomputed",
-                     threads: int = 1) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                     threads: int = 1, journal: Path | None = None,
+                     prepared: tuple[TargetRun, dict[str, Any]] | None = None
+                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run one strategy on one target (``threads``: simulator runs of one batch run in
-    parallel, for simulators that allow it; results do not depend on it).  Returns
+    parallel, for simulators that allow it; results do not depend on it; ``journal``:
+    a per-run journal a rerun replays, :class:`TargetRun`).  Returns
     (record, run log rows).  Columns that compare with the true inputs (``distance``,
     ``anchor_distance``, ``true_*``) are there only when the target has them
-    (simulated, not observed, targets)."""
+    (simulated, not observed, targets).  ``prepared``: the target's run and outcome
+    from a strategy that ran every target at once (:func:`calibrate`); only the
+    selection by mean and the record are made here."""
     settings = merged_settings(settings)
     check_settings(strategy, int(budget), float(proximity), settings)
     spec = get(strategy)
-    # op needs one scoring run whatever the budget; every other strategy uses exactly r
-    eff_budget = spec.fixed_budget if spec.fixed_budget is not None else int(budget)
-    top, reps = (selection(study, settings, eff_budget, spec.min_budget)
-                 if spec.best_of_runs else (0, 0))
-    p = TargetRun(study, mm, target, eff_budget - top * reps, float(proximity), settings,
-                  solver, seed,
-                strategy, optimize_fn or default_optimize(), stream=stream or strategy,
-                anchor=anchor, anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
-                anchor_status=anchor_status, threads=max(1, int(threads)))
+    eff_budget, top, reps = budget_split(study, settings, int(budget), spec)
+    if prepared is None:
+        p = TargetRun(study, mm, target, eff_budget - top * reps, float(proximity), settings,
+                      solver, seed, strategy, optimize_fn or default_optimize(),
+                      stream=stream or strategy, anchor=anchor,
+                      anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
+                      anchor_status=anchor_status, threads=max(1, int(threads)),
+                      journal=journal)
+    else:
+        p = prepared[0]
     names = study.space.tunable_names
     rec: dict[str, Any] = {"target_id": target.target_id, "strategy": strategy,
                            "budget": int(budget), "proximity": float(proximity)}
@@ -71,7 +78,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                "status": "target_failed", "anchor": np.full(len(names), np.nan),
                "anchor_kind": ""}
     else:
-        out = spec.fn(p)
+        out = spec.fn(p) if prepared is None else prepared[1]
         if top and out["status"] == "ok":
             p.budget = eff_budget
             out = select_by_mean(p, out, top, reps)
@@ -83,6 +90,9 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     x = np.asarray(out["x"], dtype=float)
     chosen = next((r for r in p.runs if np.array_equal(r["x"], x) and np.isfinite(r["error"])),
                   None)
+    if chosen is None and out.get("y") is not None:
+        # a joint strategy's answer may be a run another target paid for
+        chosen = {"y": np.asarray(out["y"], dtype=float)}
     pred = p.predict(x[None, :])[0] if np.isfinite(x).all() else np.full(len(p.out_names),
                                                                          np.nan)
     anc = np.asarray(out["anchor"], dtype=float)
@@ -144,6 +154,17 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     return rec, runs
 
 
+def budget_split(study: Study, settings: Mapping[str, Any], budget: int, spec: Any
+                 ) -> tuple[int, int, int]:
+    """(runs of the target, candidates re-run by the selection, runs each): op needs one
+    scoring run whatever the budget; every other strategy uses exactly ``budget``, of
+    which the selection by mean keeps candidates x runs."""
+    eff = spec.fixed_budget if spec.fixed_budget is not None else int(budget)
+    top, reps = (selection(study, settings, eff, spec.min_budget)
+                 if spec.best_of_runs else (0, 0))
+    return eff, top, reps
+
+
 def selection(study: Study, settings: Mapping[str, Any], budget: int, min_budget: int
               ) -> tuple[int, int]:
     """(candidates re-run, runs each) of ``calibration.select`` for one target: ``auto``
@@ -179,6 +200,9 @@ def select_by_mean(p: TargetRun, out: dict[str, Any], top: int, reps: int) -> di
     if own:  # the strategy's own answer is always a candidate, whatever its single run
         key = tuple(np.round(np.asarray(own[0]["x"], dtype=float), 12))
         seen[key], xs[key] = [float(r["error"]) for r in own], np.asarray(own[0]["x"], float)
+    elif np.isfinite(out.get("error", np.nan)):  # a run another target paid for (joint)
+        key = tuple(np.round(np.asarray(out["x"], dtype=float), 12))
+        seen[key], xs[key] = [float(out["error"])], np.asarray(out["x"], dtype=float)
     for r in sorted((r for r in p.runs if np.isfinite(r["error"])), key=lambda r: r["error"]):
         key = tuple(np.round(np.asarray(r["x"], dtype=float), 12))
         if key not in seen and len(seen) < top:
@@ -225,12 +249,14 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
               settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
               proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
               anchors: pd.DataFrame | None = None, source: str = "targets",
-              stream: str | None = None, threads: int = 1
-              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+              stream: str | None = None, threads: int = 1,
+              journal_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One strategy on every target of ``targets``: (per-target records, run log).
     ``threads``: the runs of one batch (RS's runs, PtS's box, a round) run in parallel
     when the simulator allows it (a command); seeds come from run ids, so the results
-    are the same as a serial run's."""
+    are the same as a serial run's.  ``journal_dir``: each target's runs are journaled
+    there as they end (``<strategy>_<target>.jsonl``), so a job killed mid-target
+    resumes from its last finished run instead of the target's first."""
     check_compatible(study, mm)
     settings = merged_settings(settings)
     prox = float(settings["proximity"] if proximity is None else proximity)
@@ -241,6 +267,21 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                   if anchors is not None and "seconds" in anchors else {})
     anchor_st = ({int(r["target_id"]): _anchor_status(r) for _, r in anchors.iterrows()}
                  if anchors is not None and "status" in anchors else {})
+    spec = get(strategy)
+    jpath = (lambda tid: Path(journal_dir) / f"{strategy}_{tid}.jsonl") \
+        if journal_dir is not None else (lambda tid: None)
+    prepared: dict[int, tuple[TargetRun, dict[str, Any]]] = {}
+    if spec.joint is not None:
+        # one search for every target at once (runs shared): the strategy gets each
+        # target's ledger and returns each target's outcome
+        eff, top, reps = budget_split(study, settings, int(settings["budget"]), spec)
+        ps = [TargetRun(study, mm, t, eff - top * reps, prox, settings, solver, seed,
+                        strategy, optimize_fn or default_optimize(), stream=stream or strategy,
+                        threads=max(1, int(threads)), journal=jpath(t.target_id))
+              for t in tlist if t.ok]
+        if ps:
+            prepared = {p.target.target_id: (p, o)
+                        for p, o in zip(ps, spec.joint(ps), strict=True)}
     records, runs = [], []
     t_start = time.perf_counter()
     for k, t in enumerate(tlist, 1):
@@ -249,7 +290,8 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                                      anchor=anchor_of.get(t.target_id), stream=stream,
                                      anchor_seconds=anchor_sec.get(t.target_id, 0.0),
                                      anchor_status=anchor_st.get(t.target_id, "precomputed"),
-                                     threads=threads)
+                                     threads=threads, journal=jpath(t.target_id),
+                                     prepared=prepared.get(t.target_id))
         log.info("%s %s target %d/%d (id %d): error %.4g (predicted %.4g), %d runs, "
                  "%.2f s; %s", study.name, strategy, k, len(tlist), t.target_id, rec["error"],
                  rec["predicted_error"], rec["runs"], rec["seconds"],

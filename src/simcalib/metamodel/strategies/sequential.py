@@ -87,98 +87,184 @@ def _unit_dist(p: TargetRun, x: np.ndarray, X: np.ndarray) -> float:
     return float(np.abs(p.space.to_unit(X) - p.space.to_unit(x)[None, :]).max(axis=1).min())
 
 
-@strategy("sequential", label="Sequential", order=67, min_budget=4,
-          reads=("budget", "sequential"), study_keys=("metamodel",), default=False,
-          check=check_sequential)
-def strategy_sequential(p: TargetRun) -> dict[str, Any]:
-    """Sobol start, then Thompson sampling through the MILP of an ensemble (module doc)."""
+class _Pool:
+    """Every run of every target in one job, seen from one target: the runs at its
+    context (whoever paid for them) with this target's Delta."""
+
+    def __init__(self, ps: list[TargetRun]) -> None:
+        self.ps = ps
+
+    def runs(self, p: TargetRun) -> list[dict[str, Any]]:
+        out = []
+        for q in self.ps:
+            if q.target.context != p.target.context:
+                continue
+            for r in q.runs:
+                ok = r["status"] == "ok" and np.isfinite(r["y"]).all()
+                e = float(p.err(r["y"])[0]) if ok else np.inf
+                out.append({**r, "error": e, "owner": q.target.target_id})
+        return out
+
+    def best(self, p: TargetRun) -> dict[str, Any] | None:
+        ok = [r for r in self.runs(p) if np.isfinite(r["error"])]
+        return min(ok, key=lambda r: r["error"]) if ok else None
+
+    @property
+    def used(self) -> int:
+        return sum(q.used for q in self.ps)
+
+    @property
+    def budget(self) -> int:
+        return sum(q.budget for q in self.ps)
+
+
+def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
+    """Every target of a job at once: one shared Sobol start per context, one ensemble
+    retrained on every run, and each round's batch divided among the targets (each
+    proposal minimises its target's misfit); a run enters every target's data at its
+    context.  Each target's ledger pays for the runs proposed for it, so K targets
+    use at most budget x K runs in all.  Returns each target's outcome: its best run
+    among all runs at its context."""
     import torch
 
-    s = p.settings["sequential"]
-    tid = p.target.target_id
-    d = len(p.space.tunable_names)
-    n0 = initial_runs(p.budget, d, int(s["initial_per_input"]))
-    start = p.space.sample_tunables(n0, rng(p.seed, "sequential-sobol", p.study.name, tid),
-                                    "sobol", p.target.context)
-    p.simulate(start[p.space.tunable_names].to_numpy(dtype=float), "sobol")
+    p0 = ps[0]
+    s = p0.settings["sequential"]
+    d = len(p0.space.tunable_names)
+    pool = _Pool(ps)
+    groups: dict[tuple[tuple[str, float], ...], list[TargetRun]] = {}
+    for p in ps:
+        groups.setdefault(tuple(sorted(p.target.context.items())), []).append(p)
+    for grp in groups.values():
+        # the Sobol start, shared by the targets at one context, paid in turn
+        n0 = initial_runs(sum(q.budget for q in grp), d, int(s["initial_per_input"]))
+        n0 = min(n0, sum(q.budget // 2 if q.budget >= 4 else q.budget for q in grp)) or n0
+        first = grp[0]
+        start = first.space.sample_tunables(n0, rng(first.seed, "sequential-sobol",
+                                                    first.study.name,
+                                                    first.target.target_id),
+                                            "sobol", first.target.context)
+        X = start[first.space.tunable_names].to_numpy(dtype=float)
+        for j, q in enumerate(grp):
+            mine = X[j::len(grp)][: q.left]
+            if len(mine):
+                q.simulate(mine, "sobol")
     old = torch.get_num_threads()
     try:
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int_seed(p.seed, "sequential", p.study.name, tid))
-            trajectory = _rounds(p, s)
+            torch.manual_seed(int_seed(p0.seed, "sequential", p0.study.name,
+                                       p0.target.target_id))
+            trajectory = _rounds(ps, pool, s)
     finally:
         torch.set_num_threads(old)
-    first = p.runs[0]["x"] if p.runs else np.full(d, np.nan)
-    x, e, status = choose(p, first)
-    return {"x": x, "error": e, "status": status, "anchor": first, "anchor_kind": "sobol",
-            "history": " ".join(trajectory)}
+    outs = []
+    for p in ps:
+        first = p.runs[0]["x"] if p.runs else np.full(d, np.nan)
+        best = pool.best(p)
+        out = {"x": first, "error": float("nan"), "status": "all_runs_failed",
+               "anchor": first, "anchor_kind": "sobol",
+               "history": " ".join(t[p.target.target_id] for t in trajectory)}
+        if best is not None:
+            out.update({"x": best["x"], "error": best["error"], "status": "ok",
+                        "y": best["y"]})
+        outs.append(out)
+    return outs
 
 
-def _rounds(p: TargetRun, s: Mapping[str, Any]) -> list[str]:
-    """The proposal rounds until the budget is spent; returns the trajectory
-    ``runs:best`` after the start and after every round."""
+@strategy("sequential", label="Sequential", order=67, min_budget=4,
+          reads=("budget", "sequential"), study_keys=("metamodel",), default=False,
+          check=check_sequential, joint=sequential_joint)
+def strategy_sequential(p: TargetRun) -> dict[str, Any]:
+    """One target: Sobol start, then Thompson sampling through the MILP of an
+    ensemble (module doc); a job runs its targets at once (:func:`sequential_joint`)."""
+    out = sequential_joint([p])[0]
+    if out["status"] == "ok":
+        out["x"], out["error"], _ = choose(p, out["x"])
+    return out
+
+
+def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict[int, str]]:
+    """The proposal rounds until every budget is spent; returns each target's
+    trajectory ``runs:best`` (runs of the whole job) after the start and every round."""
     from simcalib.metamodel.ensemble import EnsembleSettings, fit_ensemble
     from simcalib.metamodel.failure import fit_failure
 
     es = EnsembleSettings.from_config(s.get("ensemble"))
-    tid = p.target.target_id
-    names = list(p.study.input_names)
-    fcfg = dict((p.study.cfg.get("metamodel") or {}).get("failure") or {})
-    lo, hi = p.bounds()
+    p0 = ps[0]
+    tid0 = p0.target.target_id
+    names = list(p0.study.input_names)
+    fcfg = dict((p0.study.cfg.get("metamodel") or {}).get("failure") or {})
     batch = int(s["batch"])
     n_mean = int(s["mean_proposals"])
-    r = rng(p.seed, "sequential-ts", p.study.name, tid)
+    rngs = {p.target.target_id: rng(p.seed, "sequential-ts", p.study.name, p.target.target_id)
+            for p in ps}
     ens = None
-    traj = [_point(p)]
-    t_start, used0, k = time.perf_counter(), p.used, 0
-    while p.left > 0:
-        b = min(batch, p.left)
-        ok = [q for q in p.runs if q["status"] == "ok" and np.isfinite(q["y"]).all()]
+    traj = [_points(ps, pool)]
+    t_start, used0, k = time.perf_counter(), pool.used, 0
+    while any(p.left > 0 for p in ps):
+        every = [r for q in ps for r in q.runs]
+        ok = [r for q in ps for r in q.runs if r["status"] == "ok" and np.isfinite(r["y"]).all()]
+        active = [p for p in ps if p.left > 0]
+        # the round's batch divided among the targets with runs left (>= 1 each)
+        share = max(1, batch // len(active))
         if len(ok) < 4:  # nothing to learn from yet: random points (failure-filtered)
-            p.simulate(p.sample(b, p.bounds()), f"round{k}")
-            traj.append(_point(p))
+            for p in active:
+                p.simulate(p.sample(min(share, p.left), p.bounds()), f"round{k}")
+            traj.append(_points(ps, pool))
             k += 1
             continue
-        X = p.frame(np.array([q["x"] for q in ok]))[names].to_numpy(dtype=float)
-        Y = np.array([q["y"] for q in ok])
-        ens = fit_ensemble(X, Y, names, p.out_names, es, seed=int_seed(p.seed, "sequential",
-                                                                      p.study.name, tid),
-                           tag=k, warm=ens, study=p.study.name)
-        Xall = p.frame(np.array([q["x"] for q in p.runs]))[names].to_numpy(dtype=float)
-        fm = fit_failure(Xall, np.array([q["status"] == "ok" for q in p.runs]), names,
-                         fcfg, seed=int_seed(p.seed, "sequential-failure", p.study.name,
-                                             tid), tag=k)
-        props = _propose(p, s, ens, fm, b, n_mean, r, k, lo, hi)
-        p.simulate(props, f"round{k}")
-        traj.append(_point(p))
+        X = np.vstack([q.frame(np.array([r["x"] for r in q.runs if r["status"] == "ok"
+                                         and np.isfinite(r["y"]).all()]))[names]
+                       .to_numpy(dtype=float) for q in ps
+                       if any(r["status"] == "ok" and np.isfinite(r["y"]).all()
+                              for r in q.runs)])
+        Y = np.array([r["y"] for r in ok])
+        ens = fit_ensemble(X, Y, names, p0.out_names, es,
+                           seed=int_seed(p0.seed, "sequential", p0.study.name, tid0),
+                           tag=k, warm=ens, study=p0.study.name)
+        Xall = np.vstack([q.frame(np.array([r["x"] for r in q.runs]))[names]
+                          .to_numpy(dtype=float) for q in ps if q.runs])
+        fm = fit_failure(Xall, np.array([r["status"] == "ok" for r in every]), names, fcfg,
+                         seed=int_seed(p0.seed, "sequential-failure", p0.study.name, tid0),
+                         tag=k)
+        for p in active:
+            b = min(share, p.left)
+            props = _propose(p, pool, s, ens, fm, b, n_mean, rngs[p.target.target_id], k)
+            p.simulate(props, f"round{k}")
+        traj.append(_points(ps, pool))
         k += 1
-        best = p.best_run()
-        log.info("%s sequential target %d round %d: %d/%d runs, best Delta %.4g, ensemble "
-                 "OOB R2 min %s%s; %s", p.study.name, tid, k, p.used, p.budget,
-                 best["error"] if best else float("nan"),
+        bests = [b["error"] for b in (pool.best(p) for p in ps) if b is not None]
+        log.info("%s sequential round %d: %d/%d runs (%d targets), best Delta %s, ensemble "
+                 "OOB R2 min %s%s; %s", p0.study.name, k, pool.used, pool.budget, len(ps),
+                 f"{bests[0]:.4g}" if len(bests) == 1 else
+                 (f"median {np.median(bests):.4g}" if bests else "n/a"),
                  f"{ens.info['min_oob_r2']:.3f}" if ens.info.get("min_oob_r2") is not None
                  else "n/a",
                  f", failure classifier on ({fm.info['failed']} failed runs)" if fm else "",
-                 eta(time.perf_counter() - t_start, p.used - used0, p.budget - used0))
+                 eta(time.perf_counter() - t_start, pool.used - used0, pool.budget - used0))
     return traj
 
 
-def _point(p: TargetRun) -> str:
-    best = p.best_run()
-    return f"{p.used}:{best['error']:.4g}" if best else f"{p.used}:nan"
+def _points(ps: list[TargetRun], pool: _Pool) -> dict[int, str]:
+    out = {}
+    for p in ps:
+        best = pool.best(p)
+        out[p.target.target_id] = (f"{pool.used}:{best['error']:.4g}" if best
+                                   else f"{pool.used}:nan")
+    return out
 
 
-def _propose(p: TargetRun, s: Mapping[str, Any], ens: Any, fm: Any, b: int, n_mean: int,
-             r: np.random.Generator, k: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``b`` proposals: the ensemble mean's optimum first, then members' (Thompson
-    sampling), a share of them in the trust region around the best run."""
-    best = p.best_run()
+def _propose(p: TargetRun, pool: _Pool, s: Mapping[str, Any], ens: Any, fm: Any, b: int,
+             n_mean: int, r: np.random.Generator, k: int) -> np.ndarray:
+    """``b`` proposals for target ``p``: the ensemble mean's optimum first, then
+    members' (Thompson sampling), a share of them in the trust region around the best
+    run at the target's context."""
+    best = pool.best(p)
     local_box = p.box(best["x"], float(s["radius"])) if best is not None else None
     n_local = int(round(float(s["local_share"]) * max(0, b - n_mean)))
     solver = _merge(p.solver, s["solver"])
     # the mean of M nets is an M times wider MILP: bound tightening pays there
     mean_solver = _merge(solver, {"obbt": {"enabled": True, "time_limit": 2.0}})
-    seen = np.array([q["x"] for q in p.runs])
+    seen = np.array([q["x"] for q in pool.runs(p)])
     out: list[np.ndarray] = []
     members = r.permutation(np.arange(len(ens)).repeat(-(-b // max(1, len(ens)))))
     for i in range(b):
@@ -189,8 +275,7 @@ def _propose(p: TargetRun, s: Mapping[str, Any], ens: Any, fm: Any, b: int, n_me
         # proposals explore, a share of them globally
         local = (mean or (i - n_mean) < n_local) and local_box is not None
         box = local_box if local else None
-        label = f"seq{k}:{i}"
-        x = p.op(box, label, mm=mm, weights=_objective_weights(p, mm), failure=fm,
+        x = p.op(box, f"seq{k}:{i}", mm=mm, weights=_objective_weights(p, mm), failure=fm,
                  solver=mean_solver if mean else solver)
         near = np.vstack([seen, *out]) if out else seen
         if _unit_dist(p, x, near) < float(s["min_distance"]):
