@@ -1,0 +1,308 @@
+"""One data set or a few, equal total runs: ``sequential`` against GP-BO, TPE and
+a design + ``adaptive`` (issue 24's benchmark; the per-target anytime curves of
+GP-BO and TPE against the metamodel route are in benchmarks/breakeven.py).
+
+For each study, seed, total run budget N and number of targets K (the first K of
+the seed's targets), every method gets N simulator runs in all:
+
+* ``sequential``: one job over the K targets, budget N / K per target (its Sobol
+  start, shared by the targets, included);
+* ``gpbo`` / ``blackbox``: N / K runs per target (one anytime run per target to the
+  largest N / K, read at each budget: neither looks at its budget);
+* ``adaptive`` (the paper's route): a Sobol design of N - r K runs (a prefix of one
+  design, the metamodel trained on it as the workflow does) + r runs per target, r
+  the study's budget; no row where N - r K < 2 r.
+
+Delta uses one output scale per seed (the sd over the first 256 runs of a Sobol
+design, as breakeven.py).  A stochastic study's chosen points are re-scored with
+``--rescore`` fresh replicates (common random numbers).  ``--fail`` adds a variant
+of each study whose simulator fails in a box (``simulator.fail_region``), to count
+failed runs per method beside the design's failure share.  CPU seconds are process
+CPU time per proposal (runs included).
+
+    python benchmarks/sequential.py --quick      # minutes: 1 seed, N 128, K 1 and 3
+    python benchmarks/sequential.py              # 2 seeds x 10 targets, N 128 256 512
+    python benchmarks/sequential.py --report-only
+
+Writes ``results/benchmarks/sequential_runs_<study>_<seed>.csv`` (per target and
+method), ``sequential.csv`` (median and quartiles of Delta over seeds x targets,
+runs, failed runs, CPU per proposal) and ``sequential.png`` (Delta vs N per K).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from breakeven import SCALE_RUNS, ScaleOnly, TimedRun, delta, design_prefix  # noqa: E402
+
+from simcalib import io  # noqa: E402
+from simcalib.config import load_config  # noqa: E402
+from simcalib.metamodel.strategies import calibrate, compute_anchors, get  # noqa: E402
+from simcalib.metamodel.strategies.ledger import read_targets  # noqa: E402
+from simcalib.metamodel.strategies.runner import default_optimize, rescore  # noqa: E402
+from simcalib.metamodel.strategies.settings import merged_settings, solver_options  # noqa: E402
+from simcalib.metamodel.training import train_metamodel  # noqa: E402
+from simcalib.seeds import rng  # noqa: E402
+from simcalib.study import Study  # noqa: E402
+from simcalib.study.simulation import make_targets, simulate_rows  # noqa: E402
+
+OUT = ROOT / "results" / "benchmarks"
+#: a box where the failing variant's simulator fails (a third of the epidemic's
+#: responsedelay values; a strip of Rosenbrock's x)
+FAIL = {"epidemic_mean": {"responsedelay": [9, 10]}, "epidemic": {"responsedelay": [9, 10]},
+        "rosenbrock": {"x": [0.5, 1e9]}}
+
+
+def _study(cfg: dict[str, Any], name: str, n_targets: int, fail: bool) -> Study:
+    scfg = copy.deepcopy(cfg["studies"][name])
+    scfg["targets"] = {**scfg.get("targets", {}), "n": n_targets}
+    if fail:
+        scfg["simulator"]["fail_region"] = FAIL[name]
+    return Study(name + ("_fail" if fail else ""), scfg)
+
+
+def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: list[int],
+             ks: list[int], methods: list[str], rescore_k: int, fail: bool,
+             log: logging.Logger, k1: int = 3) -> pd.DataFrame:
+    study = _study(cfg, name, n_targets, fail)
+    cal = merged_settings(cfg["studies"][name]["calibration"])
+    r = int(cal["budget"])
+    solver = solver_options(cfg, name)
+    levels = max(1, len(study.space.context_levels()))
+    design = study.space.design(int(np.ceil(max(max(totals), SCALE_RUNS) / levels)),
+                                rng(seed, "design", name), "sobol")
+    design.insert(0, "run_id", np.arange(len(design), dtype=np.int64))
+    sim = simulate_rows(study, design, seed)
+    head = design_prefix(sim, study, SCALE_RUNS)
+    scale = head.loc[head["status"] == "ok", study.outputs].to_numpy(float).std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    design_fail = float((head["status"] != "ok").mean())
+    smm = ScaleOnly(study, scale)
+    tdf = simulate_rows(study, make_targets(study, seed), seed, stream="targets:targets",
+                        id_column="target_id")
+    tdf = tdf[tdf["status"] == "ok"].reset_index(drop=True)
+    targets = read_targets(tdf, study, smm)
+    rows: list[dict[str, Any]] = []
+
+    def score(t: Any, x: np.ndarray, e: float) -> float:
+        if rescore_k <= 0 or not np.isfinite(e):
+            return e
+        return rescore(study, smm, t, x, rescore_k, seed, scale)
+
+    def add(method: str, N: int, K: int, t: Any, x: np.ndarray, e: float, runs: int,
+            failed: int, cpu: float, extra: dict | None = None) -> None:
+        rows.append({"study": study.name, "seed": seed, "N": N, "K": K, "method": method,
+                     "target_id": t.target_id, "error": e, "score": score(t, x, e),
+                     "runs": runs, "failed_runs": failed, "cpu_s_per_run": cpu,
+                     "design_fail_share": design_fail, **(extra or {})})
+
+    def jobs(K: int) -> list[list[int]]:
+        """The target rows of each job: K = 1 on each of the first ``k1`` targets (a
+        median over targets), else the first K targets in one job."""
+        return [[i] for i in range(min(k1, len(targets)))] if K == 1 else [list(range(K))]
+
+    settings_of = {m: merged_settings({**cfg["studies"][name]["calibration"], "rescore": 0,
+                                       "select": {"top": 0}}) for m in methods}
+    # ---- sequential: one job per (N, K) -------------------------------------------
+    if "sequential" in methods:
+        for N in totals:
+            for K in ks:
+                for sub in jobs(K):
+                    t0 = time.process_time()
+                    rec, runs = calibrate(study, smm, tdf.loc[sub], "sequential",
+                                          {**settings_of["sequential"], "budget": N // K},
+                                          solver, seed)
+                    cpu = (time.process_time() - t0) / max(1, len(runs))
+                    for (_, rr), i in zip(rec.iterrows(), sub, strict=True):
+                        x = np.array([rr[f"x_{p}"] for p in study.space.tunable_names])
+                        add("sequential", N, K, targets[i], x, float(rr["error"]),
+                            int(rr["runs"]), int(rr["failed_runs"]), cpu)
+                    log.info("%s seed %d N=%d K=%d sequential (targets %s): median Delta "
+                             "%.4g, %.2f CPU-s/run", study.name, seed, N, K, sub,
+                             rec["error"].median(), cpu)
+    # ---- black boxes: anytime per target ------------------------------------------
+    for m in (m for m in methods if m in ("gpbo", "blackbox")):
+        need: dict[int, int] = {}
+        member = {K: {i for job in jobs(K) for i in job} for K in ks}
+        for K in ks:
+            for i in member[K]:
+                tid = targets[i].target_id
+                need[tid] = max(need.get(tid, 0), max(totals) // K)
+        for i, t in enumerate(targets):
+            if t.target_id not in need:
+                continue
+            B = need[t.target_id]
+            p = TimedRun(study, smm, t, B, 0.05, merged_settings({**settings_of[m], "budget": B}),
+                         solver, seed, m, default_optimize())
+            get(m).fn(p)
+            errs = np.array([q["error"] for q in p.runs])
+            for N in totals:
+                for K in ks:
+                    b = N // K
+                    if i not in member[K] or b > B:
+                        continue
+                    e = np.where(np.isfinite(errs[:b]), errs[:b], np.inf)
+                    j = int(np.argmin(e))
+                    add(m, N, K, t, p.runs[j]["x"], float(errs[j]) if np.isfinite(e[j])
+                        else float("nan"), b, int((~np.isfinite(errs[:b])).sum()),
+                        p.cpu[b - 1] / b)
+            log.info("%s seed %d %s target %d: %d runs, best Delta %.4g", study.name, seed, m,
+                     t.target_id, B, np.nanmin(np.where(np.isfinite(errs), errs, np.nan)))
+    # ---- design + adaptive ---------------------------------------------------------
+    if "adaptive" in methods:
+        for N in totals:
+            for K in ks:
+                n = N - r * K
+                if n < 2 * r:
+                    continue
+                sel = sorted({i for job in jobs(K) for i in job})
+                sub = design_prefix(sim, study, n)
+                ok = sub[sub["status"] == "ok"]
+                t0 = time.process_time()
+                mcfg = dict(study.cfg["metamodel"])
+                mm, metrics = train_metamodel(ok, study.input_names, study.outputs, mcfg, seed,
+                                              study.name)
+                if (sub["status"] != "ok").any():
+                    from simcalib.metamodel.failure import fit_failure
+
+                    X = sub[list(study.input_names)].to_numpy(dtype=float)
+                    mm.failure = fit_failure(X, (sub["status"] == "ok").to_numpy(),
+                                             study.input_names, mcfg.get("failure"), seed,
+                                             "design")
+                anchors = compute_anchors(study, mm, tdf.loc[sel], solver, seed)
+                rec, runs = calibrate(study, mm, tdf.loc[sel], "adaptive",
+                                      {**settings_of["adaptive"], "budget": r}, solver, seed,
+                                      anchors=anchors)
+                cpu = (time.process_time() - t0) / (len(sub) + len(runs))
+                for (_, rr), i in zip(rec.iterrows(), sel, strict=True):
+                    t = targets[i]
+                    x = np.array([rr[f"x_{p}"] for p in study.space.tunable_names])
+                    Y = np.array([rr[f"sim_{o}"] for o in study.outputs])
+                    e = float(delta(Y, t.z, scale)[0]) if np.isfinite(Y).all() else np.nan
+                    add("adaptive", N, K, t, x, e, int(rr["runs"]), int(rr["failed_runs"]), cpu,
+                        {"design_n": len(sub), "min_test_r2": metrics["min_test_r2"]})
+                log.info("%s seed %d N=%d K=%d adaptive (design %d): median Delta %.4g",
+                         study.name, seed, N, K, len(sub), rec["error"].median())
+    out = pd.DataFrame(rows)
+    io.write_csv(out, OUT / f"sequential_runs_{study.name}_{seed}.csv")
+    return out
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    g = df.groupby(["study", "K", "N", "method"])
+    out = g.agg(median=("score", "median"), q25=("score", lambda s: s.quantile(0.25)),
+                q75=("score", lambda s: s.quantile(0.75)), mean=("score", "mean"),
+                n=("score", "size"), failed_targets=("score", lambda s: int(s.isna().sum())),
+                runs=("runs", "sum"), failed_runs=("failed_runs", "sum"),
+                cpu_s_per_run=("cpu_s_per_run", "median"),
+                design_fail_share=("design_fail_share", "first")).reset_index()
+    out["failed_share"] = out["failed_runs"] / out["runs"].where(out["runs"] > 0)
+    return out
+
+
+def figure(s: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    studies = list(dict.fromkeys(s["study"]))
+    ks = sorted(s["K"].unique())
+    fig, axes = plt.subplots(len(studies), len(ks), figsize=(3.6 * len(ks), 3 * len(studies)),
+                             squeeze=False)
+    for i, st in enumerate(studies):
+        for j, K in enumerate(ks):
+            ax = axes[i][j]
+            for m, d in s[(s["study"] == st) & (s["K"] == K)].groupby("method"):
+                d = d.sort_values("N")
+                ax.errorbar(d["N"], d["median"], yerr=[d["median"] - d["q25"],
+                                                       d["q75"] - d["median"]],
+                            marker="o", capsize=3, label=m)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"{st}, K = {K}", fontsize=9)
+            ax.set_xlabel("total simulator runs N")
+            if j == 0:
+                ax.set_ylabel("Delta (median, quartiles)")
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def report() -> pd.DataFrame:
+    files = sorted(OUT.glob("sequential_runs_*.csv"))
+    if not files:
+        raise SystemExit("no sequential_runs_*.csv in results/benchmarks: run without "
+                         "--report-only first")
+    df = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    s = summary(df)
+    io.write_csv(s, OUT / "sequential.csv")
+    figure(s, OUT / "sequential.png")
+    with pd.option_context("display.width", 200, "display.max_rows", 500):
+        print(s[["study", "K", "N", "method", "median", "q25", "q75", "n", "failed_targets",
+                 "failed_share", "design_fail_share", "cpu_s_per_run"]]
+              .to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    # ratios the issue's goals read, per (study, K, N)
+    piv = s.pivot_table(index=["study", "K", "N"], columns="method", values="median")
+    for other in ("gpbo", "adaptive", "blackbox"):
+        if "sequential" in piv and other in piv:
+            piv[f"{other}/sequential"] = piv[other] / piv["sequential"]
+    print()
+    print(piv.to_string(float_format=lambda v: f"{v:.3g}"))
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
+    ap.add_argument("--studies", nargs="+", default=["epidemic_mean", "rosenbrock"])
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--seed-offset", type=int, default=10)
+    ap.add_argument("--targets", type=int, default=10)
+    ap.add_argument("--totals", type=int, nargs="+", default=[128, 256, 512])
+    ap.add_argument("--ks", type=int, nargs="+", default=[1, 3, 10])
+    ap.add_argument("--methods", nargs="+", default=["sequential", "gpbo", "adaptive"])
+    ap.add_argument("--k1-targets", type=int, default=3,
+                    help="K = 1: one job on each of this many targets")
+    ap.add_argument("--rescore", type=int, default=5)
+    ap.add_argument("--fail", action="store_true",
+                    help="the studies' failing variants (simulator.fail_region) instead")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("simcalib").setLevel(logging.WARNING)
+    log = logging.getLogger("sequential")
+    if not args.report_only:
+        if args.quick:
+            args.seeds, args.targets, args.totals, args.ks = 1, 3, [128], [1, 3]
+            args.k1_targets = 2
+        cfg = load_config(args.config)
+        for name in args.studies:
+            stochastic = bool((cfg["studies"][name]["simulator"].get("options") or {})
+                              .get("stochastic", cfg["studies"][name]["simulator"]["type"]
+                                   == "epidemic"))
+            first = cfg["seed"] + args.seed_offset
+            for seed in range(first, first + args.seeds):
+                run_seed(cfg, name, seed, args.targets, args.totals, args.ks, args.methods,
+                         args.rescore if stochastic else 0, args.fail, log, args.k1_targets)
+    report()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
