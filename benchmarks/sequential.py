@@ -11,7 +11,10 @@ the seed's targets), every method gets N simulator runs in all:
   largest N / K, read at each budget: neither looks at its budget);
 * ``adaptive`` (the paper's route): a Sobol design of N - r K runs (a prefix of one
   design, the metamodel trained on it as the workflow does) + r runs per target, r
-  the study's budget; no row where N - r K < 2 r.
+  the study's budget; no row where N - r K < 2 r;
+* ``npe`` (sbi's neural posterior estimation, the optional ``sbi`` extra, as in
+  benchmarks/coverage.py): trained on the same N - r K design runs, then r posterior
+  draws per target simulated, the best kept.
 
 Delta uses one output scale per seed (the sd over the first 256 runs of a Sobol
 design, as breakeven.py).  A stochastic study's chosen points are re-scored with
@@ -24,8 +27,9 @@ CPU time per proposal (runs included).
     python benchmarks/sequential.py              # 2 seeds x 10 targets, N 128 256 512
     python benchmarks/sequential.py --report-only
 
-Writes ``results/benchmarks/sequential_runs_<study>_<seed>.csv`` (per target and
-method), ``sequential.csv`` (median and quartiles of Delta over seeds x targets,
+Writes ``results/benchmarks/sequential_runs_<study>_<seed>_<methods>.csv`` (per
+target and method; processes with different ``--methods`` write different files),
+``sequential.csv`` (median and quartiles of Delta over seeds x targets,
 runs, failed runs, CPU per proposal) and ``sequential.png`` (Delta vs N per K).
 """
 
@@ -196,8 +200,44 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                         {"design_n": len(sub), "min_test_r2": metrics["min_test_r2"]})
                 log.info("%s seed %d N=%d K=%d adaptive (design %d): median Delta %.4g",
                          study.name, seed, N, K, len(sub), rec["error"].median())
+    # ---- sbi's NPE on a design of N - r K runs, r posterior draws per target ---------
+    if "npe" in methods:
+        from coverage import npe_draws, npe_fit
+
+        for N in totals:
+            for K in ks:
+                n = N - r * K
+                if n < 2 * r:
+                    continue
+                sel = sorted({i for job in jobs(K) for i in job})
+                sub = design_prefix(sim, study, n)
+                t0 = time.process_time()
+                prep = {"study": study, "design": sub[sub["status"] == "ok"]
+                        .reset_index(drop=True), "targets": tdf.loc[sel].reset_index(drop=True)}
+                fit = npe_fit(prep, seed)
+                _, _, _, raw = npe_draws(fit, prep, max(200, 4 * r), seed)
+                for i, X in zip(sel, raw, strict=True):
+                    t = targets[i]
+                    pick = rng(seed, "npe-pick", study.name, t.target_id).choice(
+                        len(X), size=r, replace=False)
+                    df = pd.DataFrame(X[pick], columns=study.space.tunable_names)
+                    for c, v in t.context.items():
+                        df[c] = v
+                    df = df[study.input_names]
+                    df.insert(0, "run_id", np.arange(r, dtype=np.int64))
+                    res = simulate_rows(study, df, seed, stream=f"calib:npe:{t.target_id}")
+                    okm = (res["status"] == "ok").to_numpy()
+                    Y = res[study.outputs].to_numpy(float)
+                    err = np.where(okm, delta(np.where(okm[:, None], Y, 0.0), t.z, scale),
+                                   np.inf)
+                    j = int(np.argmin(err))
+                    cpu = (time.process_time() - t0) / (len(sub) + r * len(sel))
+                    add("npe", N, K, t, X[pick][j], float(err[j]) if np.isfinite(err[j])
+                        else float("nan"), r, int((~okm).sum()), cpu, {"design_n": len(sub)})
+                log.info("%s seed %d N=%d K=%d npe (design %d + %d draws run per target) done",
+                         study.name, seed, N, K, len(sub), r)
     out = pd.DataFrame(rows)
-    io.write_csv(out, OUT / f"sequential_runs_{study.name}_{seed}.csv")
+    io.write_csv(out, OUT / f"sequential_runs_{study.name}_{seed}_{'-'.join(methods)}.csv")
     return out
 
 
