@@ -170,5 +170,7 @@ def test_k_targets_at_once_share_their_runs() -> None:
         hit = runs[(np.isclose(runs["x"], r["x_x"])) & (np.isclose(runs["y"], r["x_y"]))]
         assert len(hit) >= 1 and np.isclose(hit["a"].iloc[0], r["sim_a"])
     # the trajectory is the job's runs vs this target's best Delta, ending at its answer
-    last = rec["history"].iloc[0].split()[-1].split(":")
+    traj, stopped = rec["history"].iloc[0].split(" | ")
+    assert stopped.startswith("proposal MILPs stopped unproven")
+    last = traj.split()[-1].split(":")
     assert int(last[0]) == 36 and np.isclose(float(last[1]), rec["error"].iloc[0], rtol=1e-3)

@@ -300,7 +300,7 @@ class TargetRun:
     def op(self, box: tuple[np.ndarray, np.ndarray] | None, label: str,
            mm: Any = None, shift: np.ndarray | None = None,
            weights: Mapping[str, float] | None = None, failure: Any = None,
-           solver: Mapping[str, Any] | None = None) -> np.ndarray:
+           solver: Mapping[str, Any] | None = None, sample: bool = False) -> np.ndarray:
         """Minimise the (optionally offset-corrected) predicted error over ``box``.
 
         The solver seed depends on (study, target, label), not on the strategy, so
@@ -312,7 +312,9 @@ class TargetRun:
 
         ``weights`` (objective weights by output) replace the target's; ``failure``
         (a run-success classifier) replaces ``mm.failure``; ``solver`` replaces the
-        study's option set (the ``sequential`` strategy's per-proposal time limit)."""
+        study's option set (the ``sequential`` strategy's per-proposal time limit).
+        ``sample``: the solve proposes a run (Thompson sampling), it does not answer;
+        an unproven one is not counted in ``op_unproven`` (the answer is a real run)."""
         mm = self.mm if mm is None else mm
         z = self.target.z - (shift if shift is not None else 0.0)
         target = dict(zip(self.out_names, z.tolist(), strict=True))
@@ -351,7 +353,7 @@ class TargetRun:
                 lo, hi = self.bounds()
                 x = np.clip(x, lo, hi)
         self.op_calls.append({"label": label, "status": status, "fallback": bool(fallback),
-                              "seconds": dt})
+                              "seconds": dt, "sample": bool(sample)})
         return x
 
     def _predict_with(self, mm: Any, X: np.ndarray) -> np.ndarray:
@@ -374,8 +376,10 @@ PROVEN_STATUSES = ("optimal", "precomputed")
 
 
 def op_unproven(calls: Sequence[Mapping[str, Any]]) -> int:
-    """How many OP solves of a target ended without a proof of optimality."""
-    return sum(bool(c["fallback"]) or str(c["status"]) not in PROVEN_STATUSES for c in calls)
+    """How many OP solves of a target ended without a proof of optimality (solves that
+    only propose a run, ``sample``, do not count: the answer is a simulated run)."""
+    return sum(bool(c["fallback"]) or str(c["status"]) not in PROVEN_STATUSES for c in calls
+               if not c.get("sample", False))
 
 
 def _as_tunables(x: Any, names: Sequence[str]) -> np.ndarray | None:

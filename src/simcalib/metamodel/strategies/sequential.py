@@ -160,9 +160,13 @@ def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
     for p in ps:
         first = p.runs[0]["x"] if p.runs else np.full(d, np.nan)
         best = pool.best(p)
+        stopped = sum(c.get("sample", False) and (c["fallback"] or c["status"] != "optimal")
+                      for c in p.op_calls)
         out = {"x": first, "error": float("nan"), "status": "all_runs_failed",
                "anchor": first, "anchor_kind": "sobol",
-               "history": " ".join(t[p.target.target_id] for t in trajectory)}
+               "history": " ".join(t[p.target.target_id] for t in trajectory)
+               + f" | proposal MILPs stopped unproven (node/time limit): {stopped} of "
+               f"{len(p.op_calls)}"}
         if best is not None:
             out.update({"x": best["x"], "error": best["error"], "status": "ok",
                         "y": best["y"]})
@@ -198,6 +202,7 @@ def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict
     rngs = {p.target.target_id: rng(p.seed, "sequential-ts", p.study.name, p.target.target_id)
             for p in ps}
     ens = None
+    made = {p.target.target_id: 0 for p in ps}   # proposals so far, per target
     traj = [_points(ps, pool)]
     t_start, used0, k = time.perf_counter(), pool.used, 0
     while any(p.left > 0 for p in ps):
@@ -228,7 +233,9 @@ def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict
                          tag=k)
         for p in active:
             b = min(share, p.left)
-            props = _propose(p, pool, s, ens, fm, b, n_mean, rngs[p.target.target_id], k)
+            tid = p.target.target_id
+            props = _propose(p, pool, s, ens, fm, b, n_mean, rngs[tid], k, made[tid])
+            made[tid] += b
             p.simulate(props, f"round{k}")
         traj.append(_points(ps, pool))
         k += 1
@@ -254,13 +261,17 @@ def _points(ps: list[TargetRun], pool: _Pool) -> dict[int, str]:
 
 
 def _propose(p: TargetRun, pool: _Pool, s: Mapping[str, Any], ens: Any, fm: Any, b: int,
-             n_mean: int, r: np.random.Generator, k: int) -> np.ndarray:
-    """``b`` proposals for target ``p``: the ensemble mean's optimum first, then
-    members' (Thompson sampling), a share of them in the trust region around the best
-    run at the target's context."""
+             n_mean: int, r: np.random.Generator, k: int, made: int) -> np.ndarray:
+    """``b`` proposals for target ``p``.  Proposal kinds cycle through ``batch`` slots
+    per target (``made`` proposals so far): ``n_mean`` from the ensemble mean in the
+    trust region around the best run at the target's context, then members' (Thompson
+    sampling), a ``local_share`` of them in that trust region, the rest over the whole
+    box.  One target gets every slot each round; K targets sharing a round each get
+    their share and continue the cycle in the next round."""
+    batch = int(s["batch"])
     best = pool.best(p)
     local_box = p.box(best["x"], float(s["radius"])) if best is not None else None
-    n_local = int(round(float(s["local_share"]) * max(0, b - n_mean)))
+    n_local = int(round(float(s["local_share"]) * max(0, batch - n_mean)))
     solver = _merge(p.solver, s["solver"])
     # the mean of M nets is an M times wider MILP: bound tightening pays there
     mean_solver = _merge(solver, {"obbt": {"enabled": True, "time_limit": 2.0}})
@@ -268,15 +279,16 @@ def _propose(p: TargetRun, pool: _Pool, s: Mapping[str, Any], ens: Any, fm: Any,
     out: list[np.ndarray] = []
     members = r.permutation(np.arange(len(ens)).repeat(-(-b // max(1, len(ens)))))
     for i in range(b):
-        mean = i < n_mean
+        slot = (made + i) % batch
+        mean = slot < n_mean
         mm = ens.mean_metamodel() if mean else ens.member(int(members[i]))
         # the mean's optimum is the exploiting proposal: solved in the trust region
         # (where it is cheap: a mean of M nets is an M times wider MILP); members'
         # proposals explore, a share of them globally
-        local = (mean or (i - n_mean) < n_local) and local_box is not None
+        local = (mean or (slot - n_mean) < n_local) and local_box is not None
         box = local_box if local else None
         x = p.op(box, f"seq{k}:{i}", mm=mm, weights=_objective_weights(p, mm), failure=fm,
-                 solver=mean_solver if mean else solver)
+                 solver=mean_solver if mean else solver, sample=True)
         near = np.vstack([seen, *out]) if out else seen
         if _unit_dist(p, x, near) < float(s["min_distance"]):
             x = _nudge(p, x, near, float(s["radius"]), r, fm)
