@@ -174,3 +174,26 @@ def test_k_targets_at_once_share_their_runs() -> None:
     assert stopped.startswith("proposal MILPs stopped unproven")
     last = traj.split()[-1].split(":")
     assert int(last[0]) == 36 and np.isclose(float(last[1]), rec["error"].iloc[0], rtol=1e-3)
+
+
+def test_ensemble_mean_is_one_exact_relu_net_and_fits_are_reproducible() -> None:
+    from simcalib.metamodel.ensemble import EnsembleSettings, fit_ensemble
+
+    r = np.random.default_rng(0)
+    X = r.uniform(0, 1, (40, 2))
+    Y = np.c_[X[:, 0] + 0.5 * X[:, 1] ** 2, X[:, 1] + 0.5 * X[:, 0] ** 2]
+    es = EnsembleSettings.from_config({"members": 3, "hidden": [8, 8], "epochs": 200})
+    ens = fit_ensemble(X, Y, ["x", "y"], ["a", "b"], es, seed=4, tag=0)
+    again = fit_ensemble(X, Y, ["x", "y"], ["a", "b"], es, seed=4, tag=0)
+    Xt = r.uniform(0, 1, (25, 2))
+    np.testing.assert_array_equal(ens.predict_members(Xt), again.predict_members(Xt))
+    # the mean of the members, as one (3x wider) ReLU net the MILP can embed
+    mean = ens.mean_metamodel()
+    np.testing.assert_allclose(mean.predict(Xt), ens.predict(Xt), rtol=0, atol=1e-10)
+    assert mean.hidden == [24, 24]
+    assert ens.spread(Xt).shape == (25, 2) and (ens.spread(Xt) > 0).any()
+    # a warm fit keeps the scalers (the weights still mean the same thing)
+    warm = fit_ensemble(np.vstack([X, Xt]), np.vstack([Y, Y[:25]]), ["x", "y"], ["a", "b"],
+                        es, seed=4, tag=1, warm=ens)
+    np.testing.assert_array_equal(warm.x_mean, ens.x_mean)
+    assert ens.info["min_oob_r2"] > 0.5
