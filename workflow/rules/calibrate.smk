@@ -1,5 +1,7 @@
 # Calibration stage (paper 1): strategies under a simulation budget, their summary and
-# the experiments' figures.  One job per study x target set x strategy; every job's
+# the experiments' figures.  One job per study x target set x strategy x block of
+# targets (calibration.block_size; cal_merge joins a strategy's blocks into the records
+# one job over every target writes, byte for byte); every job's
 # params hold only the keys its strategy reads (the strategy registry says which), so
 # changing a proximity value reruns only the jobs that use it and never retrains.
 #
@@ -17,9 +19,11 @@ wildcard_constraints:
     strategy="|".join(STRATEGIES),
     caldir=r"calibration(/targets_[A-Za-z0-9_]+|/sweep/R[0-9][0-9.e+-]*)?",
     which="[A-Za-z0-9_]+",
+    block="[0-9]+",
 
 
 localrules:
+    cal_merge,
     cal_summary,
     cal_rs_vs_op,
     cal_sweep,
@@ -58,12 +62,11 @@ rule cal_run:
     input:
         unpack(cal_inputs),
     output:
-        records="results/{study}/{caldir}/{strategy}.csv",
-        runs="results/{study}/{caldir}/runs/{strategy}.csv",
+        temp("results/{study}/{caldir}/blocks/{strategy}/{block}.pkl"),
     log:
-        "results/logs/{study}/{caldir}/cal_run_{strategy}.log",
+        "results/logs/{study}/{caldir}/cal_run_{strategy}_{block}.log",
     benchmark:
-        "results/benchmarks/rules/{study}/{caldir}/cal_run_{strategy}.tsv"
+        "results/benchmarks/rules/{study}/{caldir}/cal_run_{strategy}_{block}.tsv"
     conda:
         "../../envs/simcalib.yaml"
     threads: cal_threads
@@ -75,12 +78,33 @@ rule cal_run:
         solver=cal_solver,
         extra=cal_extra_args,
         seed=config["seed"],
+        block=cal_block_arg,
     shell:
         "python -m simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
-        "{params.extra} --threads {threads} --output {output.records} "
-        "--output-runs {output.runs} > {log} 2>&1"
+        "{params.extra} --threads {threads} --block {params.block} "
+        "--output-block {output} > {log} 2>&1"
+
+
+rule cal_merge:
+    input:
+        cal_block_files,
+    output:
+        records="results/{study}/{caldir}/{strategy}.csv",
+        runs="results/{study}/{caldir}/runs/{strategy}.csv",
+    log:
+        "results/logs/{study}/{caldir}/cal_merge_{strategy}.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/{caldir}/cal_merge_{strategy}.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    shell:
+        "python -m simcalib cal-merge --study {wildcards.study} --blocks {input} "
+        "--output {output.records} --output-runs {output.runs} > {log} 2>&1"
 
 
 rule cal_posterior:

@@ -1,7 +1,9 @@
 """CLI verbs of the calibration stage (paper 1's strategies and experiments).
 
 ``cal-anchors``   full-space OP point of every target (solved once, shared)
-``cal-run``       one strategy on every target -> per-target records (+ run log)
+``cal-run``       one strategy on every target (or one block of them) -> per-target
+                  records (+ run log)
+``cal-merge``     the blocks of one strategy -> its records and run log, as one job's
 ``cal-summary``   per-strategy table (summary.csv) and Figs. 2 and 4/6
 ``cal-sweep``     PtS over proximity values -> sweep.csv and Fig. 5
 ``cal-contexts``  in-sample vs out-of-sample contexts -> table and Fig. 7
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import pickle
 import shutil
 import time
 from pathlib import Path
@@ -83,10 +86,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--posterior-meta", dest="posterior_meta",
                    help="posterior.json of cal-posterior: the strategy posterior takes its "
                    "calibrated error scale kappa from it")
-    p.add_argument("--output", required=True, help="per-target records CSV to write")
+    p.add_argument("--block", help="I/N: run only block I (0-based) of N contiguous blocks "
+                   "of the targets and write it with --output-block (cal-merge joins the "
+                   "blocks into the records a run over every target writes)")
+    p.add_argument("--output", help="per-target records CSV to write")
     p.add_argument("--output-runs", dest="runs",
                    help="run log CSV to write (every simulator run, failed or not)")
+    p.add_argument("--output-block", dest="output_block",
+                   help="with --block: the block's records and run log (a pickle for "
+                   "cal-merge) to write")
     p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("cal-merge", help="join the target blocks of one strategy",
+                       description="Join the blocks written by cal-run --block (in block "
+                       "order) into the strategy's records CSV and run log: the same bytes a "
+                       "cal-run over every target writes.")
+    p.add_argument("--blocks", nargs="+", required=True, help="block files, in block order")
+    p.add_argument("--study", default="", help="study name (for the log line)")
+    p.add_argument("--output", required=True, help="per-target records CSV to write")
+    p.add_argument("--output-runs", dest="runs", help="run log CSV to write")
+    p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("cal-score", help="re-simulate and score inputs chosen elsewhere "
                        "(another tool's answer), as the strategies are scored",
@@ -224,9 +243,24 @@ def cmd_anchors(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    from simcalib.metamodel.strategies.runner import calibrate
+def _block(arg: str | None) -> tuple[int, int]:
+    if arg is None:
+        return 0, 1
+    try:
+        i, n = (int(v) for v in arg.split("/"))
+    except ValueError:
+        raise ConfigError("--block", f"expected I/N (e.g. 0/3), got {arg!r}") from None
+    return i, n
 
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from simcalib.metamodel.strategies.runner import calibrate_block, merge_blocks
+
+    block = _block(args.block)
+    out = args.output_block if args.block else args.output
+    if not out or (args.block and (args.output or args.runs)):
+        raise ConfigError("--output", "give --output (and --output-runs), or --block with "
+                          "--output-block")
     study, mm, targets = _load(args)
     settings = dict(study.cfg.get("calibration") or {})
     if "metamodel" in study.cfg:
@@ -240,27 +274,72 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     # per-run journals beside the output: a killed job resumes mid-target; removed once
     # the records are written (a forced rerun then simulates afresh)
-    jdir = Path(args.output).parent / ".journal" / Path(args.output).stem
-    rec, runs = calibrate(study, mm, targets, args.strategy, settings, _solver(args),
-                          seed_from_args(args), proximity=args.proximity, anchors=anchors,
-                          source=args.targets, threads=args.threads, journal_dir=jdir)
-    timing.write_csv(rec, args.output)
-    if args.runs:
-        timing.write_csv(runs, args.runs)
+    jdir = Path(out).parent / ".journal" / Path(out).stem
+    part = calibrate_block(study, mm, targets, args.strategy, settings, _solver(args),
+                           seed_from_args(args), proximity=args.proximity, anchors=anchors,
+                           source=args.targets, threads=args.threads, journal_dir=jdir,
+                           block=block)
+    if args.block:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(f"{out}.part")
+        with tmp.open("wb") as f:
+            pickle.dump({"block": block, "records": part[0], "runs": part[1]}, f)
+        tmp.replace(out)
+    rec, runs = merge_blocks([part])
+    if not args.block:
+        _write_records(rec, runs, args.output, args.runs)
     shutil.rmtree(jdir, ignore_errors=True)
     with contextlib.suppress(OSError):   # the shared .journal folder, once empty
         jdir.parent.rmdir()
-    print(f"{study.name} {args.strategy}: {len(rec)} targets, median error "
+    _report_records(study.name, args.strategy, rec, time.perf_counter() - t0, out,
+                    f" (block {block[0]}/{block[1]})" if args.block else "")
+    return 0
+
+
+def _write_records(rec: pd.DataFrame, runs: pd.DataFrame, output: str,
+                   output_runs: str | None) -> None:
+    timing.write_csv(rec, output)
+    if output_runs:
+        timing.write_csv(runs, output_runs)
+
+
+def _report_records(study: str, strategy: str, rec: pd.DataFrame, seconds: float, out: str,
+                    what: str = "") -> None:
+    if rec.empty:
+        print(f"{study} {strategy}{what}: no targets -> {out}")
+        return
+    print(f"{study} {strategy}{what}: {len(rec)} targets, median error "
           f"{rec['error'].median():.4g}, mean {rec['error'].mean():.4g}, "
           f"{int(rec['runs'].sum())} runs ({int(rec['failed_runs'].sum())} failed), "
-          f"{time.perf_counter() - t0:.1f} s -> {args.output}")
+          f"{seconds:.1f} s -> {out}")
     if "distance" not in rec:
-        print(f"{study.name}: observed targets (no true inputs): distance to the truth is "
+        print(f"{study}: observed targets (no true inputs): distance to the truth is "
               "unknown; the error is the re-simulated misfit to the observations")
     unproven = int(rec["op_unproven"].sum()) if "op_unproven" in rec else 0
     if unproven:
         log.warning("%s %s: %d OP solve(s) not proven optimal (time limit, solver error or "
-                    "fallback)", study.name, args.strategy, unproven)
+                    "fallback)", study, strategy, unproven)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Join cal-run's blocks: checks they are blocks 0..N-1 of one N, in order."""
+    from simcalib.metamodel.strategies.runner import merge_blocks
+
+    t0 = time.perf_counter()
+    parts = []
+    for k, path in enumerate(args.blocks):
+        with open(path, "rb") as f:
+            blk = pickle.load(f)
+        if tuple(blk["block"]) != (k, len(args.blocks)):
+            raise ConfigError("--blocks", f"{path} is block {blk['block'][0]}/{blk['block'][1]}"
+                              f"; expected {k}/{len(args.blocks)} (all blocks, in order)")
+        parts.append((blk["records"], blk["runs"]))
+    rec, runs = merge_blocks(parts)
+    if rec.empty:
+        raise ConfigError("--blocks", "no targets in any block")
+    _write_records(rec, runs, args.output, args.runs)
+    _report_records(args.study, str(rec["strategy"].iloc[0]), rec,
+                    time.perf_counter() - t0, args.output, f" ({len(parts)} blocks merged)")
     return 0
 
 

@@ -3,6 +3,7 @@
 
 from simcalib.metamodel.strategies.registry import job_settings, registry
 from simcalib.metamodel.strategies.settings import solver_options, solver_set_name
+from simcalib.study.observations import resolve, target_sets
 from simcalib.study.simulation import concurrent_calls
 
 STRATEGIES = registry()
@@ -56,6 +57,42 @@ def cal_threads(wildcards):
     not depend on it: each run's seed comes from its run id)."""
     cfg = config["studies"][wildcards.study]
     return int(cfg["design"]["threads"]) if concurrent_calls(cfg) else 1
+
+
+def n_targets(study, tset):
+    """Targets of a target set, known before the run: ``n`` of a drawn set, the rows of
+    an observed file (1 when it cannot be read yet: one block)."""
+    which = "targets" if tset == "targets" else tset[len("targets_") :]
+    spec = target_sets(config["studies"][study]).get(which) or {}
+    if "n" in spec:
+        return int(spec["n"])
+    try:
+        with open(resolve(spec["file"])) as f:
+            return max(1, sum(1 for line in f if line.strip()) - 1)
+    except (KeyError, OSError):
+        return 1
+
+
+def cal_blocks(study, caldir, strategy):
+    """Jobs of one strategy: ceil(targets / calibration.block_size); one for a joint
+    strategy (it searches all its targets at once)."""
+    if STRATEGIES[strategy].joint is not None:
+        return 1
+    size = int(config["studies"][study]["calibration"]["block_size"])
+    return max(1, -(-n_targets(study, caldir_targets(caldir)) // size))
+
+
+def cal_block_files(wildcards):
+    n = cal_blocks(wildcards.study, wildcards.caldir, wildcards.strategy)
+    return [
+        f"results/{wildcards.study}/{wildcards.caldir}/blocks/{wildcards.strategy}/{b}.pkl"
+        for b in range(n)
+    ]
+
+
+def cal_block_arg(wildcards):
+    n = cal_blocks(wildcards.study, wildcards.caldir, wildcards.strategy)
+    return f"{wildcards.block}/{n}"
 
 
 def cal_study_only(wildcards):

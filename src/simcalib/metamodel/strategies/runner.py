@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib.errors import DataError
+from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel.strategies.ledger import (
     BudgetExceeded,
     OptimizeFn,
@@ -257,11 +257,54 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
     are the same as a serial run's.  ``journal_dir``: each target's runs are journaled
     there as they end (``<strategy>_<target>.jsonl``), so a job killed mid-target
     resumes from its last finished run instead of the target's first."""
+    return merge_blocks([calibrate_block(study, mm, targets, strategy, settings, solver, seed,
+                                         proximity, optimize_fn, anchors, source, stream,
+                                         threads, journal_dir)])
+
+
+def block_slice(n: int, block: int, blocks: int) -> slice:
+    """Positions of block ``block`` (0-based) of ``blocks`` contiguous blocks of ``n``
+    targets, sizes differing by at most one (``numpy.array_split``'s rule); a block
+    past the targets is empty."""
+    if blocks < 1 or not 0 <= block < blocks:
+        raise ConfigError("--block", f"block {block} of {blocks}: need 0 <= block < blocks")
+    q, r = divmod(n, blocks)
+    start = block * q + min(block, r)
+    return slice(start, start + q + (block < r))
+
+
+def merge_blocks(parts: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(records, run log) of blocks of targets, in block order: the frames a serial
+    run over every target builds (the same rows, columns and dtypes, because they are
+    built from the same dicts), so the files written from them are the same bytes."""
+    records = [r for rec, _ in parts for r in rec]
+    runs = [r for _, rl in parts for r in rl]
+    return pd.DataFrame(records), pd.DataFrame(runs)
+
+
+def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
+                    settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
+                    proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
+                    anchors: pd.DataFrame | None = None, source: str = "targets",
+                    stream: str | None = None, threads: int = 1,
+                    journal_dir: str | Path | None = None, block: tuple[int, int] = (0, 1)
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """:func:`calibrate` on block ``block = (i, n)`` of the targets (:func:`block_slice`
+    of the whole table, read as a whole so per-table rules such as output weights are
+    the same), as lists of record and run-log dicts for :func:`merge_blocks`.  Every
+    seed depends on (study, strategy, target, run), never on the block, so the blocks
+    of a job give the serial job's records; a joint strategy (one search for all
+    targets) must run as one block."""
     check_compatible(study, mm)
     settings = merged_settings(settings)
     prox = float(settings["proximity"] if proximity is None else proximity)
     check_settings(strategy, int(settings["budget"]), prox, settings)
     tlist = read_targets(targets, study, mm, source)
+    if block[1] > 1 and get(strategy).joint is not None:
+        raise ConfigError("--block", f"strategy {strategy!r} searches all targets at once "
+                          "(joint): run it as one block")
+    tlist = tlist[block_slice(len(tlist), *block)]
     anchor_of = _anchor_map(anchors, study) if anchors is not None else {}
     anchor_sec = ({int(r["target_id"]): float(r["seconds"]) for _, r in anchors.iterrows()}
                   if anchors is not None and "seconds" in anchors else {})
@@ -302,7 +345,7 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                         study.name, strategy, t.target_id, rec["op_unproven"])
         records.append(rec)
         runs.extend(rlog)
-    return pd.DataFrame(records), pd.DataFrame(runs)
+    return records, runs
 
 
 def _anchor_status(row: pd.Series) -> str:
