@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,8 +74,17 @@ def job_targets(results: Path, study: str, job: str) -> tuple[int, str]:
     if parts[0] != "calibration" or not name.startswith(("cal_run_", "cal_anchors")):
         return 0, ""
     sub = Path(*parts[:-1])
-    table = "anchors.csv" if name == "cal_anchors" else name[len("cal_run_"):] + ".csv"
     tset = parts[1] if len(parts) > 2 and parts[1].startswith("targets_") else "targets"
+    m = re.fullmatch(r"cal_run_(.+)_(\d+)", name)
+    if m:   # one block of a strategy's targets: its share of the strategy's table
+        from simcalib.metamodel.strategies.runner import block_slice
+
+        bench = results / "benchmarks" / "rules" / study / sub
+        blocks = len(list(bench.glob(f"cal_run_{m[1]}_*.tsv")))
+        n = _rows(results / study / sub / f"{m[1]}.csv")
+        s = block_slice(n, int(m[2]), max(blocks, int(m[2]) + 1))
+        return s.stop - s.start, tset
+    table = "anchors.csv" if name == "cal_anchors" else name[len("cal_run_"):] + ".csv"
     return _rows(results / study / sub / table), tset
 
 

@@ -237,6 +237,12 @@ class TargetRun:
                               "message": res["message"].iloc[i], "error": float(errs[i])})
         return errs
 
+    def close_journal(self) -> None:
+        """fsync and close the target's journal (its runs stay replayable)."""
+        if getattr(self, "_journal", None) is not None:
+            self._journal.close()
+            self._journal = None
+
     def _simulate_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Simulator results of ``rows``; with a journal, the rows it holds (same run
         id, same inputs) are replayed and every new run is appended as it ends."""
@@ -245,15 +251,18 @@ class TargetRun:
             # each run's seed derives from its run id: the same results at any thread count
             return simulate_rows(self.study, rows, self.seed, stream=stream,
                                  threads=self.threads)
-        if getattr(self, "_journal_fp", None) is None:
-            from simcalib.study.journal import fingerprint, program_digest
+        if getattr(self, "_journal", None) is None:
+            from simcalib.study.journal import Journal, fingerprint, program_digest
             from simcalib.study.simulation import FINGERPRINT_KEYS
 
-            self._journal_fp = fingerprint(
+            fp = fingerprint(
                 self.study.name, {k: self.study.cfg.get(k) for k in FINGERPRINT_KEYS},
                 self.seed, stream, pd.DataFrame(), program_digest(self.study.simulator))
+            # opened once per target (read once, kept open): reopening and rereading it
+            # for every run cost more than a cheap simulator's runs (issue 26, item 5)
+            self._journal, self._journal_held = Journal.open(self.journal, fp, "run_id")
         names = self.study.input_names
-        held = _journal_held(self.journal, self._journal_fp)
+        held = self._journal_held
         replay = []
         for _, row in rows.iterrows():
             rec = held.get(int(row["run_id"]))
@@ -270,7 +279,7 @@ class TargetRun:
             # may walk into a failing region), never a reason to stop the job
             part = simulate_rows(self.study, todo.iloc[g:g + max(1, self.threads)],
                                  self.seed, stream=stream, threads=self.threads)
-            _journal_append(self.journal, self._journal_fp, part, names)
+            _journal_append(self._journal, part, names)
             parts.append(part)
         new = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
         cols = [c for c in new.columns if c not in rows.columns] if len(new) else None
@@ -403,25 +412,11 @@ def choose(p: TargetRun, fallback_x: np.ndarray) -> tuple[np.ndarray, float, str
     return best["x"], best["error"], "ok"
 
 
-def _journal_held(path: Path, fp: str) -> dict[int, dict[str, Any]]:
-    """The runs a target's journal holds (empty for a missing or stale one)."""
-    from simcalib.study.journal import Journal
-
-    j = Journal(Path(path), fp)
-    return j._load("run_id")
-
-
-def _journal_append(path: Path, fp: str, res: pd.DataFrame, names: Sequence[str]) -> None:
-    """Append finished runs (their inputs as ``in:<name>``) to a target's journal,
-    starting it when missing or stale."""
-    from simcalib.study.journal import Journal
-
-    jr, _ = Journal.open(path, fp, "run_id")
-    try:
-        for _, row in res.iterrows():
-            rec = {k: row[k] for k in res.columns if k not in names}
-            rec.update({f"in:{n}": float(row[n]) for n in names})
-            rec["run_id"] = int(row["run_id"])
-            jr.append(rec)
-    finally:
-        jr.close()
+def _journal_append(jr: Any, res: pd.DataFrame, names: Sequence[str]) -> None:
+    """Append finished runs (their inputs as ``in:<name>``) to a target's open journal
+    (written through at once, fsync'd at most every 50 ms: :class:`Journal`)."""
+    for _, row in res.iterrows():
+        rec = {k: row[k] for k in res.columns if k not in names}
+        rec.update({f"in:{n}": float(row[n]) for n in names})
+        rec["run_id"] = int(row["run_id"])
+        jr.append(rec)

@@ -151,6 +151,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
         row.update({n: float(v) for n, v in zip(names, r["x"], strict=True)})
         row.update({n: float(v) for n, v in zip(p.out_names, r["y"], strict=True)})
         runs.append(row)
+    p.close_journal()
     return rec, runs
 
 
