@@ -80,6 +80,7 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
     blocks: list[Block] = [
         f"Targets: {source}. Strategy **{best}** is recommended: {why}. Δ = Σ over outputs "
         f"of |simulator − target| divided by the {unit}."]
+    blocks += noise_blocks(results, study, summ, unit)
     blocks.append(Table(f"Calibrated inputs per target: {best} (recommended)",
                         _inputs_table(rec, targets, unit)))
     for s, r in records.items():
@@ -102,6 +103,66 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
                              f"{best} chose (one run per target)."))
     blocks += posterior_blocks(results, study)
     return blocks
+
+
+def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str
+                 ) -> list[Block]:
+    """For a stochastic simulator: its noise ceiling per output (test R² beside the
+    largest R² the replicate noise allows, and their ratio, the explainable share the
+    trust flag judges) and the strategies' Δ beside their re-scored Δ on fresh runs.
+    Why on the first page: a low R² or a small best-run Δ means nothing until the
+    noise is known (the chosen run's Δ is the best of r noisy draws, biased low)."""
+    out: list[Block] = []
+    info = read_json_if_exists(results / study / "metamodel" / "metamodel.json") or {}
+    noise = info.get("noise") or {}
+    ceiling = noise.get("ceiling") or {}
+    if noise.get("stochastic") and ceiling:
+        r2 = info.get("test_r2") or {}
+        share = noise.get("explainable_share") or {}
+        var = noise.get("var") or {}
+        table = pd.DataFrame({
+            "output": list(ceiling),
+            "test R²": [float(r2.get(o, np.nan)) for o in ceiling],
+            "noise ceiling (1 − noise var / total var)": [float(v) for v in ceiling.values()],
+            "explainable share (R² / ceiling)": [float(share.get(o, np.nan))
+                                                 for o in ceiling],
+            "noise sd of a dataset row": [float(np.sqrt(var[o])) if o in var else np.nan
+                                          for o in ceiling]})
+        src = (f"a probe of {noise.get('pairs')} repeated design rows "
+               f"({noise.get('runs')} runs)" if noise.get("source") == "probe"
+               else f"the dataset's {noise.get('source', 'replicates')}")
+        out.append(f"**Noise ceiling**: the simulator is stochastic; its run-to-run noise, "
+                   f"measured from {src}, caps any metamodel's test R² at the ceiling below. "
+                   "The trust flag judges the explainable share (R² / ceiling) against "
+                   "metamodel.min_r2.")
+        out.append(Table(f"{study}: noise ceiling and explainable share per output", table))
+    if "median_rescored_error" in summary and summary["median_rescored_error"].notna().any():
+        cols = [c for c in ("strategy", "median_error", "median_rescored_error",
+                            "mean_error", "mean_rescored_error", "failed_targets")
+                if c in summary]
+        table = summary[cols].copy()
+        table["re-scored / own Δ (median)"] = (
+            pd.to_numeric(table["median_rescored_error"], errors="coerce")
+            / pd.to_numeric(table["median_error"], errors="coerce"))
+        out.append("**Re-scored errors**: each strategy's chosen point re-run on fresh "
+                   "seeds (calibration.rescore, outside the budget, the same seeds for "
+                   "every strategy). Its own Δ is the best of its noisy runs and biased "
+                   "low; the re-scored Δ is the honest one, and the recommendation above "
+                   "uses it.")
+        out.append(Table(f"{study}: Δ of the chosen run vs re-scored Δ on fresh runs",
+                         display(table, unit)))
+    return out
+
+
+def read_json_if_exists(path: Path) -> dict | None:
+    """A JSON object, or None when the file is missing or unreadable."""
+    import json
+
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def posterior_blocks(results: Path, study: str) -> list[Block]:
