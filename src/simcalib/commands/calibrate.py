@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import logging
 import pickle
-import shutil
 import time
 from pathlib import Path
 
@@ -87,8 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="posterior.json of cal-posterior: the strategy posterior takes its "
                    "calibrated error scale kappa from it")
     p.add_argument("--block", help="I/N: run only block I (0-based) of N contiguous blocks "
-                   "of the targets and write it with --output-block (cal-merge joins the "
-                   "blocks into the records a run over every target writes)")
+                   "of the targets, for --output-block (cal-merge joins the blocks into the "
+                   "records a run over every target has)")
     p.add_argument("--output", help="per-target records CSV to write")
     p.add_argument("--output-runs", dest="runs",
                    help="run log CSV to write (every simulator run, failed or not)")
@@ -274,7 +273,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     # per-run journals beside the output: a killed job resumes mid-target; removed once
     # the records are written (a forced rerun then simulates afresh)
-    jdir = Path(out).parent / ".journal" / Path(out).stem
+    # (a block's targets share the strategy's folder: journals are per target, so a
+    # rerun resumes whatever the blocking)
+    jdir = (Path(out).parent / ".journal" if args.block
+            else Path(out).parent / ".journal" / Path(out).stem)
     part = calibrate_block(study, mm, targets, args.strategy, settings, _solver(args),
                            seed_from_args(args), proximity=args.proximity, anchors=anchors,
                            source=args.targets, threads=args.threads, journal_dir=jdir,
@@ -288,9 +290,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     rec, runs = merge_blocks([part])
     if not args.block:
         _write_records(rec, runs, args.output, args.runs)
-    shutil.rmtree(jdir, ignore_errors=True)
-    with contextlib.suppress(OSError):   # the shared .journal folder, once empty
-        jdir.parent.rmdir()
+    for tid in rec["target_id"] if "target_id" in rec else []:
+        with contextlib.suppress(OSError):
+            (jdir / f"{args.strategy}_{int(tid)}.jsonl").unlink()
+    for d in (jdir, jdir.parent):   # the folders, once empty
+        with contextlib.suppress(OSError):
+            d.rmdir()
     _report_records(study.name, args.strategy, rec, time.perf_counter() - t0, out,
                     f" (block {block[0]}/{block[1]})" if args.block else "")
     return 0
