@@ -276,7 +276,12 @@ def figure(df: pd.DataFrame, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    studies = list(dict.fromkeys(df["study"]))
+    # the break-even needs both parts (a run of only the black boxes or only
+    # `sequential` has no metamodel rows): no figure then, the table still prints
+    studies = [s for s in dict.fromkeys(df["study"])
+               if (df.loc[df["study"] == s, "design_n"] > 0).any()]
+    if not studies:
+        return
     fig, axes = plt.subplots(1, len(studies), figsize=(5.2 * len(studies), 4.2), squeeze=False)
     for ax, s in zip(axes[0], studies, strict=True):
         d = df[df["study"] == s]
@@ -318,7 +323,22 @@ def report() -> None:
     both = df.groupby("study")["design_n"].agg(lambda v: (v > 0).any() and (v == 0).any())
     for st_ in both[~both].index:
         print(f"{st_}: only one side measured so far; left out of the tables")
+    peers = df[df["design_n"] == 0]
+    if len(peers):
+        # the anytime strategies side by side at equal runs per target (median over
+        # seeds x targets): e.g. sequential against gpbo, K = 1
+        b = sorted({x for x in (32, 64, 128, 256, 512, 1024)
+                    if x in set(peers["runs_per_target"])})
+        at = peers[peers["runs_per_target"].isin(b)]
+        print("\n== anytime strategies at equal runs per target (median score over "
+              "seeds x targets; CPU-s per target)")
+        print(at.groupby(["study", "runs_per_target", "method"])
+              .agg(median_score=("score", "median"), cpu_s=("cpu_s", "median"),
+                   targets=("score", "size")).reset_index()
+              .to_string(index=False, float_format="%.4g"))
     df = df[df["study"].isin(both[both].index)]
+    if df.empty:
+        return
     summ = summary(df)
     table = breakeven(df)
     io.write_csv(summ, OUT / "breakeven.csv")
