@@ -121,7 +121,7 @@ def _design(cfg: Path, wd: Path) -> None:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """The chunk of an uninterrupted run."""
     tmp = tmp_path_factory.mktemp("ref")
-    cfg = counting_config(tmp, n=N_RUNS, chunk_size=N_RUNS, threads=THREADS, sleep=0.25)
+    cfg = counting_config(tmp, n=N_RUNS, chunk_size=N_RUNS, threads=THREADS, sleep=0.5)
     _design(cfg, tmp)
     subprocess.run(_simulate_cmd(cfg, tmp), check=True, env=_env(), capture_output=True)
     assert sorted(started(tmp)) == list(range(N_RUNS))  # each run once
@@ -131,7 +131,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_killed_chunk_redoes_at_most_threads_runs(tmp_path: Path, reference: bytes,
                                                   sig: signal.Signals) -> None:
-    cfg = counting_config(tmp_path, n=N_RUNS, chunk_size=N_RUNS, threads=THREADS, sleep=0.25)
+    cfg = counting_config(tmp_path, n=N_RUNS, chunk_size=N_RUNS, threads=THREADS, sleep=0.5)
     _design(cfg, tmp_path)
     proc = subprocess.Popen(_simulate_cmd(cfg, tmp_path), env=_env(), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
