@@ -135,6 +135,10 @@ class TargetRun:
     #: rerun of the same target replays them instead of simulating them again (a
     #: strategy is deterministic given its runs, so it asks for the same rows)
     journal: Path | None = None
+    #: the open journal and the runs it held when opened (set on first use)
+    _journal: Any = field(default=None, init=False, repr=False)
+    _journal_held: dict[int, dict[str, Any]] = field(default_factory=dict, init=False,
+                                                     repr=False)
     runs: list[dict[str, Any]] = field(default_factory=list)
     op_calls: list[dict[str, Any]] = field(default_factory=list)
     sim_seconds: float = 0.0
@@ -239,7 +243,7 @@ class TargetRun:
 
     def close_journal(self) -> None:
         """fsync and close the target's journal (its runs stay replayable)."""
-        if getattr(self, "_journal", None) is not None:
+        if self._journal is not None:
             self._journal.close()
             self._journal = None
 
@@ -251,7 +255,7 @@ class TargetRun:
             # each run's seed derives from its run id: the same results at any thread count
             return simulate_rows(self.study, rows, self.seed, stream=stream,
                                  threads=self.threads)
-        if getattr(self, "_journal", None) is None:
+        if self._journal is None:
             from simcalib.study.journal import Journal, fingerprint, program_digest
             from simcalib.study.simulation import FINGERPRINT_KEYS
 
@@ -282,6 +286,8 @@ class TargetRun:
             _journal_append(self._journal, part, names)
             parts.append(part)
         new = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        if len(new) == len(rows):   # nothing replayed: the new runs, in rows order
+            return new
         cols = [c for c in new.columns if c not in rows.columns] if len(new) else None
         out, k = [], 0
         for i, rec in enumerate(replay):

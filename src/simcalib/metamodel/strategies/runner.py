@@ -61,12 +61,11 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     spec = get(strategy)
     eff_budget, top, reps = budget_split(study, settings, int(budget), spec)
     if prepared is None:
-        p = TargetRun(study, mm, target, eff_budget - top * reps, float(proximity), settings,
-                      solver, seed, strategy, optimize_fn or default_optimize(),
-                      stream=stream or strategy, anchor=anchor,
-                      anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
-                      anchor_status=anchor_status, threads=max(1, int(threads)),
-                      journal=journal)
+        p = _ledger(study, mm, target, strategy, eff_budget - top * reps, float(proximity),
+                    settings, solver, seed, optimize_fn, stream, threads, journal,
+                    anchor=anchor,
+                    anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
+                    anchor_status=anchor_status)
     else:
         p = prepared[0]
     names = study.space.tunable_names
@@ -153,6 +152,16 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
         runs.append(row)
     p.close_journal()
     return rec, runs
+
+
+def _ledger(study: Study, mm: Any, target: Target, strategy: str, budget: int,
+            proximity: float, settings: Mapping[str, Any], solver: Mapping[str, Any],
+            seed: int, optimize_fn: OptimizeFn | None, stream: str | None, threads: int,
+            journal: Path | None, **anchor: Any) -> TargetRun:
+    """One target's ledger as every calibration path builds it (one job or joint)."""
+    return TargetRun(study, mm, target, budget, proximity, settings, solver, seed, strategy,
+                     optimize_fn or default_optimize(), stream=stream or strategy,
+                     threads=max(1, int(threads)), journal=journal, **anchor)
 
 
 def budget_split(study: Study, settings: Mapping[str, Any], budget: int, spec: Any
@@ -319,9 +328,8 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
         # one search for every target at once (runs shared): the strategy gets each
         # target's ledger and returns each target's outcome
         eff, top, reps = budget_split(study, settings, int(settings["budget"]), spec)
-        ps = [TargetRun(study, mm, t, eff - top * reps, prox, settings, solver, seed,
-                        strategy, optimize_fn or default_optimize(), stream=stream or strategy,
-                        threads=max(1, int(threads)), journal=jpath(t.target_id))
+        ps = [_ledger(study, mm, t, strategy, eff - top * reps, prox, settings, solver, seed,
+                      optimize_fn, stream, threads, jpath(t.target_id))
               for t in tlist if t.ok]
         if ps:
             prepared = {p.target.target_id: (p, o)

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from simcalib.errors import ConfigError
-from simcalib.metamodel.strategies.ledger import TargetRun, choose
+from simcalib.metamodel.strategies.ledger import TargetRun
 from simcalib.metamodel.strategies.registry import strategy
 from simcalib.progress import eta
 from simcalib.seeds import int_seed, rng
@@ -180,10 +180,11 @@ def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
 def strategy_sequential(p: TargetRun) -> dict[str, Any]:
     """One target: Sobol start, then Thompson sampling through the MILP of an
     ensemble (module doc); a job runs its targets at once (:func:`sequential_joint`)."""
-    out = sequential_joint([p])[0]
-    if out["status"] == "ok":
-        out["x"], out["error"], _ = choose(p, out["x"])
-    return out
+    return sequential_joint([p])[0]
+
+
+def _usable(r: Mapping[str, Any]) -> bool:
+    return r["status"] == "ok" and bool(np.isfinite(r["y"]).all())
 
 
 def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict[int, str]]:
@@ -199,47 +200,54 @@ def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict
     fcfg = dict((p0.study.cfg.get("metamodel") or {}).get("failure") or {})
     batch = int(s["batch"])
     n_mean = int(s["mean_proposals"])
+    solver = _merge(p0.solver, s["solver"])
+    # the mean of M nets is an M times wider MILP: bound tightening pays there
+    solvers = (solver, _merge(solver, {"obbt": {"enabled": True, "time_limit": 2.0}}))
     rngs = {p.target.target_id: rng(p.seed, "sequential-ts", p.study.name, p.target.target_id)
             for p in ps}
+
+    def inputs(q: TargetRun, runs: list[dict[str, Any]]) -> np.ndarray:
+        return q.frame(np.array([r["x"] for r in runs]))[names].to_numpy(dtype=float)
+
     ens = None
     made = {p.target.target_id: 0 for p in ps}   # proposals so far, per target
-    traj = [_points(ps, pool)]
+    best = {p.target.target_id: pool.best(p) for p in ps}
+    traj = [_points(best, pool.used)]
     t_start, used0, k = time.perf_counter(), pool.used, 0
     while any(p.left > 0 for p in ps):
-        every = [r for q in ps for r in q.runs]
-        ok = [r for q in ps for r in q.runs if r["status"] == "ok" and np.isfinite(r["y"]).all()]
+        ok = [(q, [r for r in q.runs if _usable(r)]) for q in ps]
         active = [p for p in ps if p.left > 0]
         # the round's batch divided among the targets with runs left (>= 1 each)
         share = max(1, batch // len(active))
-        if len(ok) < 4:  # nothing to learn from yet: random points (failure-filtered)
+        fm = None
+        if sum(len(rs) for _, rs in ok) < 4:
+            # nothing to learn from yet: random points (failure-filtered)
             for p in active:
                 p.simulate(p.sample(min(share, p.left), p.bounds()), f"round{k}")
-            traj.append(_points(ps, pool))
-            k += 1
-            continue
-        X = np.vstack([q.frame(np.array([r["x"] for r in q.runs if r["status"] == "ok"
-                                         and np.isfinite(r["y"]).all()]))[names]
-                       .to_numpy(dtype=float) for q in ps
-                       if any(r["status"] == "ok" and np.isfinite(r["y"]).all()
-                              for r in q.runs)])
-        Y = np.array([r["y"] for r in ok])
-        ens = fit_ensemble(X, Y, names, p0.out_names, es,
-                           seed=int_seed(p0.seed, "sequential", p0.study.name, tid0),
-                           tag=k, warm=ens, study=p0.study.name)
-        Xall = np.vstack([q.frame(np.array([r["x"] for r in q.runs]))[names]
-                          .to_numpy(dtype=float) for q in ps if q.runs])
-        fm = fit_failure(Xall, np.array([r["status"] == "ok" for r in every]), names, fcfg,
-                         seed=int_seed(p0.seed, "sequential-failure", p0.study.name, tid0),
-                         tag=k)
-        for p in active:
-            b = min(share, p.left)
-            tid = p.target.target_id
-            props = _propose(p, pool, s, ens, fm, b, n_mean, rngs[tid], k, made[tid])
-            made[tid] += b
-            p.simulate(props, f"round{k}")
-        traj.append(_points(ps, pool))
+        else:
+            X = np.vstack([inputs(q, rs) for q, rs in ok if rs])
+            Y = np.array([r["y"] for _, rs in ok for r in rs])
+            ens = fit_ensemble(X, Y, names, p0.out_names, es,
+                               seed=int_seed(p0.seed, "sequential", p0.study.name, tid0),
+                               tag=k, warm=ens, study=p0.study.name)
+            fm = fit_failure(np.vstack([inputs(q, q.runs) for q in ps if q.runs]),
+                             np.array([r["status"] == "ok" for q in ps for r in q.runs]),
+                             names, fcfg, seed=int_seed(p0.seed, "sequential-failure",
+                                                        p0.study.name, tid0), tag=k)
+            mean_mm = ens.mean_metamodel() if n_mean else None
+            for p in active:
+                b = min(share, p.left)
+                tid = p.target.target_id
+                props = _propose(p, pool, best[tid], s, ens, mean_mm, fm, solvers, b, n_mean,
+                                 rngs[tid], k, made[tid])
+                made[tid] += b
+                p.simulate(props, f"round{k}")
+        best = {p.target.target_id: pool.best(p) for p in ps}
+        traj.append(_points(best, pool.used))
         k += 1
-        bests = [b["error"] for b in (pool.best(p) for p in ps) if b is not None]
+        if ens is None:
+            continue
+        bests = [b["error"] for b in best.values() if b is not None]
         log.info("%s sequential round %d: %d/%d runs (%d targets), best Delta %s, ensemble "
                  "OOB R2 min %s%s; %s", p0.study.name, k, pool.used, pool.budget, len(ps),
                  f"{bests[0]:.4g}" if len(bests) == 1 else
@@ -251,44 +259,37 @@ def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict
     return traj
 
 
-def _points(ps: list[TargetRun], pool: _Pool) -> dict[int, str]:
-    out = {}
-    for p in ps:
-        best = pool.best(p)
-        out[p.target.target_id] = (f"{pool.used}:{best['error']:.4g}" if best
-                                   else f"{pool.used}:nan")
-    return out
+def _points(best: Mapping[int, dict[str, Any] | None], used: int) -> dict[int, str]:
+    """Each target's trajectory point ``runs:best Delta``."""
+    return {tid: f"{used}:{b['error']:.4g}" if b else f"{used}:nan" for tid, b in best.items()}
 
 
-def _propose(p: TargetRun, pool: _Pool, s: Mapping[str, Any], ens: Any, fm: Any, b: int,
-             n_mean: int, r: np.random.Generator, k: int, made: int) -> np.ndarray:
-    """``b`` proposals for target ``p``.  Proposal kinds cycle through ``batch`` slots
-    per target (``made`` proposals so far): ``n_mean`` from the ensemble mean in the
-    trust region around the best run at the target's context, then members' (Thompson
-    sampling), a ``local_share`` of them in that trust region, the rest over the whole
-    box.  One target gets every slot each round; K targets sharing a round each get
-    their share and continue the cycle in the next round."""
+def _propose(p: TargetRun, pool: _Pool, best: dict[str, Any] | None, s: Mapping[str, Any],
+             ens: Any, mean_mm: Any, fm: Any, solvers: tuple[dict[str, Any], dict[str, Any]],
+             b: int, n_mean: int, r: np.random.Generator, k: int, made: int) -> np.ndarray:
+    """``b`` proposals for target ``p`` (``best``: its best run at its context).
+    Proposal kinds cycle through ``batch`` slots per target (``made`` proposals so far):
+    ``n_mean`` from the ensemble mean (``mean_mm``) in the trust region around the best
+    run, then members' (Thompson sampling), a ``local_share`` of them in that trust
+    region, the rest over the whole box.  One target gets every slot each round; K
+    targets sharing a round each get their share and continue the cycle in the next."""
     batch = int(s["batch"])
-    best = pool.best(p)
     local_box = p.box(best["x"], float(s["radius"])) if best is not None else None
     n_local = int(round(float(s["local_share"]) * max(0, batch - n_mean)))
-    solver = _merge(p.solver, s["solver"])
-    # the mean of M nets is an M times wider MILP: bound tightening pays there
-    mean_solver = _merge(solver, {"obbt": {"enabled": True, "time_limit": 2.0}})
     seen = np.array([q["x"] for q in pool.runs(p)])
     out: list[np.ndarray] = []
     members = r.permutation(np.arange(len(ens)).repeat(-(-b // max(1, len(ens)))))
     for i in range(b):
         slot = (made + i) % batch
         mean = slot < n_mean
-        mm = ens.mean_metamodel() if mean else ens.member(int(members[i]))
+        mm = mean_mm if mean else ens.member(int(members[i]))
         # the mean's optimum is the exploiting proposal: solved in the trust region
         # (where it is cheap: a mean of M nets is an M times wider MILP); members'
         # proposals explore, a share of them globally
         local = (mean or (slot - n_mean) < n_local) and local_box is not None
         box = local_box if local else None
         x = p.op(box, f"seq{k}:{i}", mm=mm, weights=_objective_weights(p, mm), failure=fm,
-                 solver=mean_solver if mean else solver, sample=True)
+                 solver=solvers[1] if mean else solvers[0], sample=True)
         near = np.vstack([seen, *out]) if out else seen
         if _unit_dist(p, x, near) < float(s["min_distance"]):
             x = _nudge(p, x, near, float(s["radius"]), r, fm)
