@@ -239,6 +239,25 @@ def npe_draws(fit: dict[str, Any], prep: dict[str, Any], n_draws: int, seed: int
     return U, np.array(utrue), np.array(R), raw
 
 
+def best_of_draws(study: Any, t: Any, X: np.ndarray, r: int, seed: int, scale: np.ndarray,
+                  outputs: list[str]) -> tuple[np.ndarray, float, int]:
+    """"NPE + r": r of the posterior draws ``X`` (seeded per target) simulated at the
+    target's context, the best kept.  Returns (its inputs, its Delta (inf when every
+    run failed), failed runs); ``outputs`` is the order of ``t.z``."""
+    pick = rng(seed, "npe-pick", study.name, t.target_id).choice(len(X), size=r, replace=False)
+    df = pd.DataFrame(X[pick], columns=study.space.tunable_names)
+    for c, v in t.context.items():
+        df[c] = v
+    df = df[study.input_names]
+    df.insert(0, "run_id", np.arange(r, dtype=np.int64))
+    res = simulate_rows(study, df, seed, stream=f"calib:npe:{t.target_id}")
+    Y = res[outputs].to_numpy(float)
+    okm = (res["status"] == "ok").to_numpy()
+    err = np.where(okm, (np.abs(Y - t.z) / scale).sum(axis=1), np.inf)
+    j = int(np.argmin(err))
+    return X[pick][j], float(err[j]), int((~okm).sum())
+
+
 # ---- strategies at r runs --------------------------------------------------------------
 
 def adaptive_posterior(p: Any) -> dict[str, Any]:
@@ -318,21 +337,10 @@ def strategies(prep: dict[str, Any], cfg: dict[str, Any], name: str, seed: int, 
                  np.mean([q["score"] for q in rows if q["method"] == m]))
     if npe_raw is not None:
         for (tid, t), X in zip(targets.items(), npe_raw, strict=True):
-            pick = rng(seed, "npe-pick", name, tid).choice(len(X), size=r, replace=False)
-            df = pd.DataFrame(X[pick], columns=study.space.tunable_names)
-            for c, v in t.context.items():
-                df[c] = v
-            df = df[study.input_names]
-            df.insert(0, "run_id", np.arange(r, dtype=np.int64))
-            res = simulate_rows(study, df, seed, stream=f"calib:npe:{tid}")
-            Y = res[list(mm.output_names)].to_numpy(float)
-            okm = (res["status"] == "ok").to_numpy()
-            err = np.where(okm, (np.abs(Y - t.z) / scale).sum(axis=1), np.inf)
-            j = int(np.argmin(err))
-            score = (rescore(study, mm, t, X[pick][j], rescore_k, seed, scale)
-                     if rescore_k else float(err[j]))
+            x, err, _ = best_of_draws(study, t, X, r, seed, scale, list(mm.output_names))
+            score = rescore(study, mm, t, x, rescore_k, seed, scale) if rescore_k else err
             rows.append({"study": name, "seed": seed, "target_id": tid, "method": "npe+r",
-                         "runs": r, "error": float(err[j]), "score": score, "cpu_s": np.nan})
+                         "runs": r, "error": err, "score": score, "cpu_s": np.nan})
         log.info("%s seed %d npe+%d: mean Delta %.4g", name, seed, r,
                  np.mean([q["score"] for q in rows if q["method"] == "npe+r"]))
     return rows

@@ -166,76 +166,61 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
             log.info("%s seed %d %s target %d: %d runs, best Delta %.4g", study.name, seed, m,
                      t.target_id, B, np.nanmin(np.where(np.isfinite(errs), errs, np.nan)))
     # ---- design + adaptive ---------------------------------------------------------
-    if "adaptive" in methods:
+    def design_cells() -> Any:
+        """(N, K, target rows, design) of the design routes: a Sobol prefix of N - r K
+        runs, none where that leaves fewer than 2 r."""
         for N in totals:
             for K in ks:
-                n = N - r * K
-                if n < 2 * r:
-                    continue
-                sel = sorted({i for job in jobs(K) for i in job})
-                sub = design_prefix(sim, study, n)
-                ok = sub[sub["status"] == "ok"]
-                t0 = time.process_time()
-                mcfg = dict(study.cfg["metamodel"])
-                mm, metrics = train_metamodel(ok, study.input_names, study.outputs, mcfg, seed,
-                                              study.name)
-                if (sub["status"] != "ok").any():
-                    from simcalib.metamodel.failure import fit_failure
+                if N - r * K >= 2 * r:
+                    yield (N, K, sorted({i for job in jobs(K) for i in job}),
+                           design_prefix(sim, study, N - r * K))
 
-                    X = sub[list(study.input_names)].to_numpy(dtype=float)
-                    mm.failure = fit_failure(X, (sub["status"] == "ok").to_numpy(),
-                                             study.input_names, mcfg.get("failure"), seed,
-                                             "design")
-                anchors = compute_anchors(study, mm, tdf.loc[sel], solver, seed)
-                rec, runs = calibrate(study, mm, tdf.loc[sel], "adaptive",
-                                      {**settings_of["adaptive"], "budget": r}, solver, seed,
-                                      anchors=anchors)
-                cpu = (time.process_time() - t0) / (len(sub) + len(runs))
-                for (_, rr), i in zip(rec.iterrows(), sel, strict=True):
-                    t = targets[i]
-                    x = np.array([rr[f"x_{p}"] for p in study.space.tunable_names])
-                    Y = np.array([rr[f"sim_{o}"] for o in study.outputs])
-                    e = float(delta(Y, t.z, scale)[0]) if np.isfinite(Y).all() else np.nan
-                    add("adaptive", N, K, t, x, e, int(rr["runs"]), int(rr["failed_runs"]), cpu,
-                        {"design_n": len(sub), "min_test_r2": metrics["min_test_r2"]})
-                log.info("%s seed %d N=%d K=%d adaptive (design %d): median Delta %.4g",
-                         study.name, seed, N, K, len(sub), rec["error"].median())
+    if "adaptive" in methods:
+        for N, K, sel, sub in design_cells():
+            ok = sub[sub["status"] == "ok"]
+            t0 = time.process_time()
+            mcfg = dict(study.cfg["metamodel"])
+            mm, metrics = train_metamodel(ok, study.input_names, study.outputs, mcfg, seed,
+                                          study.name)
+            if (sub["status"] != "ok").any():
+                from simcalib.metamodel.failure import fit_failure
+
+                X = sub[list(study.input_names)].to_numpy(dtype=float)
+                mm.failure = fit_failure(X, (sub["status"] == "ok").to_numpy(),
+                                         study.input_names, mcfg.get("failure"), seed,
+                                         "design")
+            anchors = compute_anchors(study, mm, tdf.loc[sel], solver, seed)
+            rec, runs = calibrate(study, mm, tdf.loc[sel], "adaptive",
+                                  {**settings_of["adaptive"], "budget": r}, solver, seed,
+                                  anchors=anchors)
+            cpu = (time.process_time() - t0) / (len(sub) + len(runs))
+            for (_, rr), i in zip(rec.iterrows(), sel, strict=True):
+                t = targets[i]
+                x = np.array([rr[f"x_{p}"] for p in study.space.tunable_names])
+                Y = np.array([rr[f"sim_{o}"] for o in study.outputs])
+                e = float(delta(Y, t.z, scale)[0]) if np.isfinite(Y).all() else np.nan
+                add("adaptive", N, K, t, x, e, int(rr["runs"]), int(rr["failed_runs"]), cpu,
+                    {"design_n": len(sub), "min_test_r2": metrics["min_test_r2"]})
+            log.info("%s seed %d N=%d K=%d adaptive (design %d): median Delta %.4g",
+                     study.name, seed, N, K, len(sub), rec["error"].median())
     # ---- sbi's NPE on a design of N - r K runs, r posterior draws per target ---------
     if "npe" in methods:
-        from coverage import npe_draws, npe_fit
+        from coverage import best_of_draws, npe_draws, npe_fit
 
-        for N in totals:
-            for K in ks:
-                n = N - r * K
-                if n < 2 * r:
-                    continue
-                sel = sorted({i for job in jobs(K) for i in job})
-                sub = design_prefix(sim, study, n)
-                t0 = time.process_time()
-                prep = {"study": study, "design": sub[sub["status"] == "ok"]
-                        .reset_index(drop=True), "targets": tdf.loc[sel].reset_index(drop=True)}
-                fit = npe_fit(prep, seed)
-                _, _, _, raw = npe_draws(fit, prep, max(200, 4 * r), seed)
-                for i, X in zip(sel, raw, strict=True):
-                    t = targets[i]
-                    pick = rng(seed, "npe-pick", study.name, t.target_id).choice(
-                        len(X), size=r, replace=False)
-                    df = pd.DataFrame(X[pick], columns=study.space.tunable_names)
-                    for c, v in t.context.items():
-                        df[c] = v
-                    df = df[study.input_names]
-                    df.insert(0, "run_id", np.arange(r, dtype=np.int64))
-                    res = simulate_rows(study, df, seed, stream=f"calib:npe:{t.target_id}")
-                    okm = (res["status"] == "ok").to_numpy()
-                    Y = res[study.outputs].to_numpy(float)
-                    err = np.where(okm, delta(np.where(okm[:, None], Y, 0.0), t.z, scale),
-                                   np.inf)
-                    j = int(np.argmin(err))
-                    cpu = (time.process_time() - t0) / (len(sub) + r * len(sel))
-                    add("npe", N, K, t, X[pick][j], float(err[j]) if np.isfinite(err[j])
-                        else float("nan"), r, int((~okm).sum()), cpu, {"design_n": len(sub)})
-                log.info("%s seed %d N=%d K=%d npe (design %d + %d draws run per target) done",
-                         study.name, seed, N, K, len(sub), r)
+        for N, K, sel, sub in design_cells():
+            t0 = time.process_time()
+            prep = {"study": study, "design": sub[sub["status"] == "ok"]
+                    .reset_index(drop=True), "targets": tdf.loc[sel].reset_index(drop=True)}
+            fit = npe_fit(prep, seed)
+            _, _, _, raw = npe_draws(fit, prep, max(200, 4 * r), seed)
+            for i, X in zip(sel, raw, strict=True):
+                t = targets[i]
+                x, err, failed = best_of_draws(study, t, X, r, seed, scale, study.outputs)
+                cpu = (time.process_time() - t0) / (len(sub) + r * len(sel))
+                add("npe", N, K, t, x, err if np.isfinite(err) else float("nan"), r, failed,
+                    cpu, {"design_n": len(sub)})
+            log.info("%s seed %d N=%d K=%d npe (design %d + %d draws run per target) done",
+                     study.name, seed, N, K, len(sub), r)
     out = pd.DataFrame(rows)
     io.write_csv(out, OUT / f"sequential_runs_{study.name}_{seed}_{'-'.join(methods)}.csv")
     return out
