@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,14 @@ def scratch(tmp_path: Path) -> Path:
     d.mkdir()
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+def default_signals() -> None:
+    """``preexec_fn`` for a child a test interrupts on purpose: SIGINT and SIGTERM at
+    their defaults and unblocked, whatever the pytest process inherited or an earlier
+    test left behind (a child inherits ignored signals and the signal mask; in two full
+    suite runs a SIGINT test then saw its child ignore the signal, never in a subset)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+

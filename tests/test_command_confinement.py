@@ -17,6 +17,7 @@ import pytest
 
 from simcalib.errors import ConfigError
 from simcalib.simulators import command, command_build
+from tests.conftest import default_signals
 
 KEY = "studies.s.simulator.options"
 STUDY = {"parameters": {"x": {}}}
@@ -176,6 +177,7 @@ def test_killed_job_leaves_no_processes_or_scratch(sig: signal.Signals, tmp_path
     pids, work = tmp_path / "pids", tmp_path / "work"
     env = {**os.environ, "PYTHONPATH": str(Path(command.__file__).parents[2])}
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(pids), str(work), str(data)],
+                            preexec_fn=default_signals,
                             env=env)
     try:
         assert _wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 4, 60)

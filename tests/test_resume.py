@@ -25,7 +25,7 @@ from simcalib.io import write_csv
 from simcalib.study import build_study
 from simcalib.study.simulation import make_design
 from tests.chunk_fixtures import counting_config, started
-from tests.conftest import REPO
+from tests.conftest import REPO, default_signals
 
 CONFIG = {
     "seed": 3,
@@ -134,6 +134,7 @@ def test_killed_chunk_redoes_at_most_threads_runs(tmp_path: Path, reference: byt
     cfg = counting_config(tmp_path, n=N_RUNS, chunk_size=N_RUNS, threads=THREADS, sleep=0.5)
     _design(cfg, tmp_path)
     proc = subprocess.Popen(_simulate_cmd(cfg, tmp_path), env=_env(), start_new_session=True,
+                            preexec_fn=default_signals,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while len(started(tmp_path)) < 8 and time.time() < deadline and proc.poll() is None:
