@@ -366,3 +366,110 @@ def test_hyperprior_for_lanes_equals_each_runs_prior():
         lg, ll), honest.log_density(lg, ll))
     with pytest.raises(ValueError, match="protocol"):
         HyperPrior.for_lanes([honest, boxed[0]], group)
+
+
+# ----------------------------------------------------------------- gradient kernels
+def _lockstep(pb, **cfg):
+    from simcalib.bayes.lockstep import LockstepSampler
+
+    s = pb.setting
+    config = SamplerConfig(chains=1, progress=False, log_every=0, **cfg)
+    return LockstepSampler([pb], config, [hyper_prior(s, "honest", None)], 1)
+
+
+@pytest.mark.parametrize("method, scale, missing", [("koh", "linear", False),
+                                                    ("koh", "logit", True),
+                                                    ("mos", "linear", False)])
+def test_gradient_of_the_log_target_matches_finite_differences(method, scale, missing):
+    """The MALA/HMC force: exact for KOH (Kronecker block, full covariance with a
+    missing entry, logit Jacobian); for MOS exact in log gamma and log ell (the
+    theta-dependence of the projection is left out by design, so theta is not
+    compared there)."""
+    pb, sim = _problem("two_mass", method)
+    if missing:
+        y = sim.obs.y.copy()
+        y[3, 1] = np.nan
+        pb = Likelihood(pb.setting, type(sim.obs)(sim.obs.t, y, sim.obs.outputs), method)
+    lk = _lockstep(pb, theta_kernel="mala", theta_scale=scale)
+    assert lk.leapfrog == 1 and lk.target_accept == 0.574
+    th = pb.lower + (pb.upper - pb.lower) * np.array([0.45, 0.3, 0.6, 0.5])
+    x = np.concatenate([lk.to_u(th[None])[0], [-1.5, -0.4]])
+    s2 = np.array([0.12])
+    one = np.ones(1, dtype=bool)
+
+    def lp(z: np.ndarray) -> float:
+        return float(lk.evaluate(z[None], s2, one)["lp"][0])
+
+    g = lk.gradient(lk.evaluate(x[None], s2, one), s2)[0]
+    h = 1e-6
+    fd = np.array([(lp(x + h * e) - lp(x - h * e)) / (2 * h) for e in np.eye(len(x))])
+    check = slice(0, None) if method == "koh" else slice(pb.p, None)
+    np.testing.assert_allclose(g[check], fd[check], rtol=2e-5, atol=1e-6 * np.abs(fd).max())
+
+
+def _toy_free_hyper() -> tuple[Likelihood, dict[str, float]]:
+    """z = theta t with the discrepancy's gamma and ell free (sigma^2 pinned by a
+    near-degenerate prior): theta | log gamma, log ell, y is Gaussian and the
+    hyperparameters' marginal is two-dimensional, so the posterior means and sds of
+    theta, log gamma and log ell follow by quadrature on a grid."""
+    from simcalib.bayes.data import ObsData
+    from simcalib.bayes.kernels import ObsLayout
+    from simcalib.bayes.models import Setting
+    from simcalib.bayes.ode import ODEModel
+
+    sigma2, (mg, sg), (ml, sl) = 0.05, (np.log(0.2), 0.7), (np.log(0.3), 0.3)
+    model = ODEModel(lambda t, z, th, m: [th[0] * z[1], 0 * z[1]], ["z", "one"], ["theta"],
+                     [0.0, 1.0])
+    s = Setting("toy", model, ["z"], {"theta": (-50.0, 50.0)}, t_end=1.0, n_obs=12,
+                gamma_prior=(mg, sg), ell_prior=(ml, sl), sigma2_prior=(1e6, sigma2 * 1e6))
+    t = s.obs_times()
+    noise = np.sqrt(sigma2) * np.random.default_rng(3).standard_normal(len(t))
+    y = 1.5 * t + 0.3 * np.sin(6 * t) + noise
+    d2 = ObsLayout.build(t, np.zeros(len(t), dtype=int)).d2
+    lgs = np.linspace(mg - 6 * sg, mg + 6 * sg, 121)
+    lls = np.linspace(ml - 6 * sl, ml + 6 * sl, 121)
+    gg, ee = np.meshgrid(lgs, lls, indexing="ij")
+    cov = (np.exp(gg)[..., None, None] * np.exp(-0.5 * d2 / np.exp(2 * ee)[..., None, None])
+           + sigma2 * np.eye(len(t)))
+    ci_t = np.linalg.solve(cov, np.broadcast_to(t, cov.shape[:-1])[..., None])[..., 0]
+    ci_y = np.linalg.solve(cov, np.broadcast_to(y, cov.shape[:-1])[..., None])[..., 0]
+    a, b = ci_t @ t, ci_y @ t
+    logw = (-0.5 * ((gg - mg) / sg) ** 2 - 0.5 * ((ee - ml) / sl) ** 2
+            - 0.5 * np.linalg.slogdet(cov)[1] - 0.5 * (ci_y @ y - b * b / a) - 0.5 * np.log(a))
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    mu, var = b / a, 1 / a
+    out = {}
+    for key, v, v2 in (("theta", mu, var + mu**2), ("lg", gg, gg**2), ("ll", ee, ee**2)):
+        m1 = float(np.sum(w * v))
+        out[key], out[f"{key}_sd"] = m1, float(np.sqrt(np.sum(w * v2) - m1**2))
+    return Likelihood(s, ObsData(t, y[:, None], ["z"]), "koh"), out
+
+
+@pytest.mark.parametrize("kernel", ["mala", "hmc"])
+def test_gradient_kernels_recover_a_posterior_known_by_quadrature(kernel):
+    pb, want = _toy_free_hyper()
+    cfg = SamplerConfig(iterations=3000, burn_in=1000, chains=2, log_every=0,
+                        adapt_every=100, initial_step_log=0.05, progress=False,
+                        theta_kernel=kernel, leapfrog_steps=3)
+    res = run(pb, cfg, 5, ("toy", kernel))
+    th = np.stack([c.theta[:, 0] for c in res.chains])
+    lg = np.stack([c.log_gamma for c in res.chains])
+    ll = np.stack([c.log_ell for c in res.chains])
+    for got, key in ((th, "theta"), (lg, "lg"), (ll, "ll")):
+        ess = _ess(got)
+        assert ess > 300, (key, ess)
+        se = want[f"{key}_sd"] / np.sqrt(ess)
+        assert abs(got.mean() - want[key]) < 4 * se, (key, got.mean(), want[key], se)
+        assert abs(got.std() / want[f"{key}_sd"] - 1) < 0.1, (key, got.std(), want)
+    acc = np.mean([c.acceptance for c in res.chains])
+    assert abs(acc - (0.574 if kernel == "mala" else 0.7)) < 0.15
+
+
+def test_gradient_kernels_need_the_vectorized_engine():
+    with pytest.raises(ConfigError, match="theta_kernel"):
+        SamplerConfig.from_dict({"theta_kernel": "mala", "engine": "sequential"})
+    with pytest.raises(ConfigError, match="theta_kernel"):
+        SamplerConfig.from_dict({"theta_kernel": "nuts"})
+    with pytest.raises(ConfigError, match="leapfrog_steps"):
+        SamplerConfig.from_dict({"theta_kernel": "hmc", "leapfrog_steps": 0})

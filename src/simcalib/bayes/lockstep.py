@@ -25,6 +25,14 @@ effective sample:
   iterations.  Adaptation stops at the end of burn-in (unless
   ``adapt_after_burn_in``), so the kept draws come from a fixed kernel.
 
+* **gradient-informed proposals** (``theta_kernel: mala | hmc``, default ``mwg``): the
+  block is moved by Langevin (one leapfrog step) or Hamiltonian (``leapfrog_steps``)
+  proposals from the gradient of its log target (:meth:`LockstepSampler.gradient`,
+  from the forward sensitivities), preconditioned by the same adapted covariance,
+  the step scale tuned towards 57.4 % / 70 % acceptance; delta and sigma^2 keep their
+  Gibbs draws.  On every paper setting this gave several times the ESS per CPU-second
+  of the random walk (docs/bayes.md, "Against NUTS");
+
 * **KOH on a full grid as one block** (:class:`simcalib.bayes.batched.KronLayout`):
   ``C + sigma^2 I = I_J kron (gamma K + sigma^2 I_T)``, so one T x T factor per lane
   instead of an m x m one (J^3 fewer flops, the same matrices);
@@ -56,6 +64,7 @@ from simcalib.bayes.batched import (
     KronLayout,
     MosBatch,
     batch_cholesky,
+    chol_solve_batch,
 )
 from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX
 from simcalib.bayes.modes import poorly_explored
@@ -132,6 +141,11 @@ class LockstepSampler:
         self.span = pb.upper - pb.lower
         self.mos = pb.method == "mos"
         self.logit = cfg.theta_scale == "logit"
+        # theta block kernel: random-walk (mwg) or gradient-informed (mala, hmc)
+        self.kernel = getattr(cfg, "theta_kernel", "mwg")
+        self.leapfrog = {"mwg": 0, "mala": 1}.get(self.kernel,
+                                                  int(getattr(cfg, "leapfrog_steps", 1)))
+        self.target_accept = TARGET_ACCEPT[self.kernel]
         self.fwd = BatchedForward(pb)
         # KOH on a full grid: one T x T factor per lane instead of m x m (same matrices)
         block = KronLayout.of(pb) if kron else None
@@ -161,6 +175,12 @@ class LockstepSampler:
         if not self.logit:
             return np.zeros(u.shape[0])
         return np.sum(-np.logaddexp(0.0, -u) - np.logaddexp(0.0, u), axis=1)
+
+    def grad_log_jacobian(self, u: np.ndarray) -> np.ndarray:
+        """Gradient of :meth:`log_jacobian` in u: ``1 - 2 s`` through the logit."""
+        if not self.logit:
+            return np.zeros_like(u)
+        return 1.0 - 2.0 * _sigmoid(u)
 
     def dtheta_du(self, u: np.ndarray) -> np.ndarray:
         if not self.logit:
@@ -192,13 +212,16 @@ class LockstepSampler:
         f = np.zeros((n_lane, self.pb.m))
         ok = np.zeros(n_lane, dtype=bool)
         jac = None
+        sens = self.mos or self.leapfrog > 0     # gradients need J for KOH too
         if live.any():
-            fl, jl, okl = self.fwd(theta[live], self.mos)
+            fl, jl, okl = self.fwd(theta[live], sens)
             f[live] = fl
             ok[live] = okl
             if jl is not None:
                 jac = np.zeros((n_lane, self.pb.m, self.p))
                 jac[live] = jl
+        if sens and jac is None:
+            jac = np.zeros((n_lane, self.pb.m, self.p))
         ode_fail = live & ~ok
         # covariances for every lane (cheap); lanes that are not ok get -inf below
         gam = np.exp(np.clip(x[:, -2], -700, 700))
@@ -208,8 +231,7 @@ class LockstepSampler:
         reg = np.zeros(n_lane, dtype=int)
         chol_fail = np.zeros(n_lane, dtype=bool)
         if self.mos:
-            if jac is None:     # no lane in the prior's support: nothing was solved
-                jac = np.zeros((n_lane, self.pb.m, self.p))
+            assert jac is not None
             jac_safe = np.where(ok[:, None, None], jac, 1.0)
             mos = MosBatch(c, jac_safe)
             chol_fail |= ok & ~mos.ok
@@ -223,17 +245,73 @@ class LockstepSampler:
         chol_fail |= ok & ~ok_l
         ok &= ok_l
         lp = np.where(ok, ll + prior, -np.inf)
-        return {"x": x, "theta": theta, "f": f, "c": c, "c_delta": c_delta, "mos": mos,
+        return {"x": x, "theta": theta, "f": f, "jac": jac, "c": c, "c_delta": c_delta,
+                "mos": mos,
                 "chol": chol, "lp": lp, "ok": ok, "ode_fail": ode_fail,
                 "out_of_support": lanes & ~np.isfinite(prior), "regularised": reg,
                 "chol_fail": chol_fail}
 
     @staticmethod
     def accept(st: dict[str, Any], new: dict[str, Any], take: np.ndarray) -> None:
-        for key in ("x", "theta", "f", "c", "c_delta", "chol", "lp"):
-            st[key][take] = new[key][take]
+        for key in ("x", "theta", "f", "c", "c_delta", "chol", "lp", "jac", "grad"):
+            if st.get(key) is not None:
+                st[key][take] = new[key][take]
         if st["mos"] is not None:
             st["mos"].take(take, new["mos"])
+
+    def gradient(self, st: dict[str, Any], sigma2: np.ndarray) -> np.ndarray:
+        """Gradient (C, d) of the log target in the sampling coordinates
+        ``(u, log gamma, log ell)`` at the evaluated states ``st`` (with ``st["chol"]``
+        the factor of ``C_delta + sigma2 I``), from the sensitivities ``J``:
+
+        * theta: ``J^T alpha`` with ``alpha = Sigma^{-1} (y - f)``, times ``dtheta/du``,
+          plus the logit Jacobian's gradient;
+        * log gamma, log ell: ``alpha^T dSigma alpha / 2 - tr(Sigma^{-1} dSigma) / 2``
+          plus the hyperprior's gradient, with ``dSigma = C_delta`` for log gamma
+          (``C_delta`` is homogeneous in gamma, KOH and MOS) and ``C o d2 / ell^2`` for
+          log ell (MOS: projected, ``P (C o d2 / ell^2) P^T`` with
+          ``P = I - C J (J^T C J)^{-1} J^T``).
+
+        Exact for KOH.  For MOS, ``C_delta`` also depends on theta through J, whose
+        derivative would need second-order sensitivities: that term is left out.  The
+        proposal is then guided by an approximate gradient, which leaves the chain
+        exact (any deterministic force field gives a volume-preserving, reversible
+        leapfrog; the Metropolis test uses the true density).  Lanes not in the
+        support get a zero gradient."""
+        x, p = st["x"], self.p
+        n_lane = x.shape[0]
+        g = np.zeros((n_lane, self.d))
+        ok = np.isfinite(st["lp"])
+        if not ok.any():
+            return g
+        kron = isinstance(self.cov, KronLayout)
+        n = self.cov.size
+        resid = self.y - st["f"]
+        r = self.cov.to_blocks(resid) if kron else resid[:, :, None]     # (C, n, k)
+        k = r.shape[2]
+        with np.errstate(all="ignore"):
+            sinv = chol_solve_batch(st["chol"], np.broadcast_to(np.eye(n), (n_lane, n, n)))
+            alpha = sinv @ r
+            a_flat = self.cov.from_blocks(alpha) if kron else alpha[:, :, 0]
+            g_theta = np.einsum("cmp,cm->cp", st["jac"], a_flat)
+            g[:, :p] = g_theta * self.dtheta_du(x[:, :p]) + self.grad_log_jacobian(x[:, :p])
+
+            def hyper_term(ds: np.ndarray) -> np.ndarray:
+                quad = np.einsum("cik,cij,cjk->c", alpha, ds, alpha)
+                return 0.5 * quad - 0.5 * k * np.einsum("cij,cji->c", sinv, ds)
+
+            g[:, p] = hyper_term(st["c_delta"])
+            ell2 = np.exp(2.0 * np.clip(x[:, -1], -300, 300))
+            d2 = (self.cov.block if kron else self.cov.layout).d2
+            dc = st["c"] * d2[None] / ell2[:, None, None]
+            mos = st["mos"]
+            if mos is not None and mos.js.shape[2] > 0:
+                q = chol_solve_batch(mos.lg, np.swapaxes(mos.js, 1, 2))   # G^{-1} J^T
+                proj = np.eye(n)[None] - mos.cj @ q
+                dc = proj @ dc @ np.swapaxes(proj, 1, 2)
+            g[:, p + 1] = hyper_term(dc)
+            g[:, p:] += self.hyper.grad(x[:, -2], x[:, -1])
+        return np.where(ok[:, None] & np.isfinite(g), g, 0.0)
 
     # ------------------------------------------------------------- start
     def start(self, starts: np.ndarray, hyper0: np.ndarray, sigma2: np.ndarray,
@@ -294,6 +372,12 @@ class LockstepSampler:
         return out
 
 
+#: acceptance rates the step scale adapts towards: optimal scaling of random-walk
+#: Metropolis (Roberts et al. 1997), MALA (Roberts & Rosenthal 1998), and the usual
+#: target for short HMC trajectories
+TARGET_ACCEPT = {"mwg": 0.234, "mala": 0.574, "hmc": 0.7}
+
+
 def draw_delta(sampler: LockstepSampler, st: dict[str, Any], sigma2: np.ndarray,
                streams: Streams, chol_c: np.ndarray) -> np.ndarray:
     """Exact delta draws for every lane by Matheron's rule (as the sequential sampler);
@@ -332,6 +416,8 @@ class LockstepRun:
         self.kept: dict[str, list[np.ndarray]] = {k: [] for k in
                                                    ("theta", "hyp", "s2", "delta", "lp", "acc")}
         self.kept_from: int | None = None     # iteration of the first stored draw
+        if sampler.leapfrog > 0:
+            st["grad"] = sampler.gradient(st, sigma2)
         self.wall = 0.0
         self.cpu = 0.0
 
@@ -357,15 +443,18 @@ class LockstepRun:
         for _ in range(n_iter):
             it = self.it
             # 1. (u, log gamma, log ell) | sigma^2, all lanes at once
-            z = streams.normal((d,))
-            step = np.empty_like(z)
-            for g, sl in enumerate(s.slices):      # each run's own proposal shape
-                step[sl] = z[sl] @ self.base_chol[g].T
-            xp = st["x"] + np.exp(0.5 * self.log_lam)[:, None] * step
-            new = s.evaluate(xp, self.sigma2, everyone)
-            self._count(new)
-            log_u = np.log(streams.uniform())
-            take = np.isfinite(new["lp"]) & (log_u < new["lp"] - st["lp"])
+            if s.leapfrog > 0:
+                new, take = self._gradient_proposal()
+            else:
+                z = streams.normal((d,))
+                step = np.empty_like(z)
+                for g, sl in enumerate(s.slices):      # each run's own proposal shape
+                    step[sl] = z[sl] @ self.base_chol[g].T
+                xp = st["x"] + np.exp(0.5 * self.log_lam)[:, None] * step
+                new = s.evaluate(xp, self.sigma2, everyone)
+                self._count(new)
+                log_u = np.log(streams.uniform())
+                take = np.isfinite(new["lp"]) & (log_u < new["lp"] - st["lp"])
             if take.any():
                 s.accept(st, new, take)
                 self.chol_c_ok &= ~take
@@ -388,6 +477,8 @@ class LockstepRun:
             self.counts["cholesky_failures"] += ~ok_l
             st["chol"] = chol
             st["lp"] = np.where(ok_l, ll, -np.inf) + s.log_prior(st["x"])
+            if s.leapfrog > 0:     # the target moved with sigma^2: so did its gradient
+                st["grad"] = s.gradient(st, self.sigma2)
             self.hist[it] = st["x"]
             if it >= burn_in:
                 if self.kept_from is None:
@@ -404,7 +495,8 @@ class LockstepRun:
             adapting = adapt_after_burn_in or it + 1 < adapt_until
             if adapting and adapt_scale and (it + 1) % 25 == 0:
                 rate = self.acc_block / 25.0
-                self.log_lam = np.clip(self.log_lam + 2.0 * (rate - 0.234), -14.0, 7.0)
+                self.log_lam = np.clip(self.log_lam + 2.0 * (rate - s.target_accept),
+                                       -14.0, 7.0)
                 self.acc_block[:] = 0
             if adapting and (it + 1) % cov_every == 0 and it + 1 >= 4 * d:
                 # per run, pooled over its lanes, second half of the history so far
@@ -428,6 +520,43 @@ class LockstepRun:
                          np.round(st["lp"], 2), eta(time.perf_counter() - t0, done, n_iter))
         self.wall += time.perf_counter() - t0
         self.cpu += time.process_time() - c0
+
+    def _gradient_proposal(self) -> tuple[dict[str, Any], np.ndarray]:
+        """MALA (one leapfrog step) or HMC (``leapfrog_steps``) proposal for every lane,
+        preconditioned by the run's adapted proposal shape ``L`` (coordinates
+        ``x = L w``, unit mass in w), step ``exp(log_lam / 2)`` (HMC: jittered by
+        +-20% per iteration so no trajectory length resonates with the posterior),
+        then the Metropolis test on ``log target - |momentum|^2 / 2``.  A lane whose
+        trajectory leaves the support or fails a solve is rejected there.
+        Returns the final states and the accepted lanes."""
+        s, st, streams = self.s, self.st, self.streams
+        n_lane, d = self.n_lane, s.d
+        lc = np.empty((n_lane, d, d))
+        for g, sl in enumerate(s.slices):
+            lc[sl] = self.base_chol[g]
+        eps = np.exp(0.5 * self.log_lam)
+        if s.leapfrog > 1:
+            eps = eps * (0.8 + 0.4 * streams.uniform())
+        mom0 = streams.normal((d,))
+        mom = mom0.copy()
+        x, grad = st["x"], st["grad"]
+        alive = np.isfinite(st["lp"])
+        new: dict[str, Any] = {}
+        for _ in range(s.leapfrog):
+            mom = mom + 0.5 * eps[:, None] * np.einsum("cji,cj->ci", lc, grad)
+            x = x + eps[:, None] * np.einsum("cij,cj->ci", lc, mom)
+            new = s.evaluate(x, self.sigma2, alive)
+            self._count(new)
+            alive &= np.isfinite(new["lp"])
+            grad = s.gradient(new, self.sigma2)
+            mom = mom + 0.5 * eps[:, None] * np.einsum("cji,cj->ci", lc, grad)
+        new["grad"] = grad
+        log_u = np.log(streams.uniform())
+        with np.errstate(invalid="ignore"):
+            log_ratio = (new["lp"] - 0.5 * np.einsum("ci,ci->c", mom, mom)
+                         - st["lp"] + 0.5 * np.einsum("ci,ci->c", mom0, mom0))
+        take = alive & np.isfinite(log_ratio) & (log_u < log_ratio)
+        return new, take
 
     def draws(self, drop_first: int = 0, thin: int = 1,
               keys: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:

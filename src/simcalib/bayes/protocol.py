@@ -45,6 +45,15 @@ class HyperPrior:
         inside = (lg >= g0) & (lg <= g1) & (ll >= l0) & (ll <= l1)
         return np.where(inside, lg + ll, -np.inf)
 
+    def grad(self, lg: Any, ll: Any) -> np.ndarray:
+        """Gradient of :meth:`log_density` in ``(log gamma, log ell)``, shape (..., 2)
+        (inside the box for the reference protocol: both 1)."""
+        lg, ll = np.asarray(lg, dtype=np.float64), np.asarray(ll, dtype=np.float64)
+        if self.box is None:
+            (mg, sg), (ml, sl) = self.gamma_prior, self.ell_prior
+            return np.stack([-(lg - mg) / np.square(sg), -(ll - ml) / np.square(sl)], axis=-1)
+        return np.ones((*np.broadcast(lg, ll).shape, 2))
+
     @classmethod
     def for_lanes(cls, hypers: list[HyperPrior], group: np.ndarray) -> HyperPrior:
         """The priors of several runs as one prior with per-lane arrays (lane l belongs

@@ -67,7 +67,9 @@ class SamplerConfig:
     ``engine``: "vectorized" runs all chains in lock-step (batched solves, pooled
     adaptation, :mod:`simcalib.bayes.lockstep`), "sequential" one chain after the
     other; ``theta_scale``: the vectorized engine proposes theta on its own bounded
-    scale ("linear") or on the logit scale of its bounds; ``protocol``: "honest"
+    scale ("linear") or on the logit scale of its bounds; ``theta_kernel``: its
+    theta block's kernel, adaptive random-walk Metropolis ("mwg"), or gradient-informed
+    "mala" / "hmc" (``leapfrog_steps`` steps) from the sensitivities; ``protocol``: "honest"
     (least-squares start) or "reference" (start at the truth, +-box hyperpriors);
     ``until_converged``: ``{max_iterations, block, r_hat, ess_bulk}`` or None."""
 
@@ -85,6 +87,8 @@ class SamplerConfig:
     progress: bool = _D["progress"]
     engine: str = _D["engine"]
     theta_scale: str = _D["theta_scale"]
+    theta_kernel: str = _D["theta_kernel"]
+    leapfrog_steps: int = _D["leapfrog_steps"]
     protocol: str = _D["protocol"]
     reference_box: float = _D["reference_box"]
     until_converged: dict[str, Any] | None = _D["until_converged"]
@@ -108,6 +112,15 @@ class SamplerConfig:
         if cfg.theta_scale not in ("linear", "logit"):
             raise ConfigError(f"{key}.theta_scale",
                               f"{cfg.theta_scale!r} is not one of ['linear', 'logit']")
+        if cfg.theta_kernel not in ("mwg", "mala", "hmc"):
+            raise ConfigError(f"{key}.theta_kernel",
+                              f"{cfg.theta_kernel!r} is not one of ['mwg', 'mala', 'hmc']")
+        if cfg.theta_kernel != "mwg" and cfg.engine != "vectorized":
+            raise ConfigError(f"{key}.theta_kernel",
+                              f"{cfg.theta_kernel!r} needs engine 'vectorized' (the "
+                              "sequential engine has the random-walk kernel only)")
+        if cfg.leapfrog_steps < 1:
+            raise ConfigError(f"{key}.leapfrog_steps", "must be >= 1")
         if cfg.protocol not in ("honest", "reference"):
             raise ConfigError(f"{key}.protocol",
                               f"{cfg.protocol!r} is not one of ['honest', 'reference']")
