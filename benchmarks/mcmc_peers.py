@@ -79,7 +79,8 @@ from simcalib.bayes.synthetic import simulate  # noqa: E402
 from simcalib.io import write_csv  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
 
-COLUMNS = ["setting", "method", "kernel", "simcalib_iterations", "simcalib_cpu_s",
+COLUMNS = ["setting", "method", "kernel", "simcalib_iterations", "simcalib_burn_in",
+           "simcalib_cpu_s",
            "simcalib_ess", "simcalib_rhat", "simcalib_acceptance", "simcalib_ess_per_cpu_s",
            "nuts_warmup", "nuts_draws", "nuts_cpu_s", "nuts_compile_cpu_s", "nuts_ess",
            "nuts_rhat", "nuts_divergences", "nuts_steps_mean", "nuts_ess_per_cpu_s",
@@ -267,9 +268,19 @@ def summaries(draws: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
             np.array([float(np.std(c)) for c in cols]))
 
 
-def run_simcalib(pb: Likelihood, name: str, method: str, kernel: str, iterations: int,
+def parse_kernel(spec: str, iterations: int) -> tuple[str, int, int]:
+    """``kernel[:iterations[:burn_in]]`` -> (kernel, iterations, burn_in); burn-in
+    defaults to half the iterations."""
+    parts = spec.split(":")
+    it = int(parts[1]) if len(parts) > 1 and parts[1] else iterations
+    burn = int(parts[2]) if len(parts) > 2 and parts[2] else it // 2
+    return parts[0], it, burn
+
+
+def run_simcalib(pb: Likelihood, name: str, method: str, spec: str, iterations: int,
                  seed: int) -> dict[str, Any]:
-    kw: dict[str, Any] = {"iterations": iterations, "burn_in": iterations // 2, "chains": 2,
+    kernel, iterations, burn_in = parse_kernel(spec, iterations)
+    kw: dict[str, Any] = {"iterations": iterations, "burn_in": burn_in, "chains": 2,
                           "log_every": 0, "progress": False}
     if kernel != "mwg" or "theta_kernel" in {f.name for f in fields(SamplerConfig)}:
         kw["theta_kernel"] = kernel
@@ -283,6 +294,7 @@ def run_simcalib(pb: Likelihood, name: str, method: str, kernel: str, iterations
              "sigma2": np.stack([c.sigma2 for c in res.chains])}
     r_hat, ess = diagnose(draws)
     return {"cpu": cpu, "ess": ess, "rhat": r_hat, "draws": draws, "init": res.init,
+            "iterations": iterations, "burn_in": burn_in,
             "acceptance": float(np.mean([c.acceptance for c in res.chains]))}
 
 
@@ -370,7 +382,8 @@ def bench(name: str, method: str, kernels: list[str], iterations: int, warmup: i
         mean_s, sd_s = summaries(sm["draws"])
         ours = sm["ess"] / sm["cpu"]
         rows.append({
-            "setting": name, "method": method, "kernel": k, "simcalib_iterations": iterations,
+            "setting": name, "method": method, "kernel": k,
+            "simcalib_iterations": sm["iterations"], "simcalib_burn_in": sm["burn_in"],
             "simcalib_cpu_s": sm["cpu"], "simcalib_ess": sm["ess"], "simcalib_rhat": sm["rhat"],
             "simcalib_acceptance": sm["acceptance"], "simcalib_ess_per_cpu_s": ours,
             "nuts_warmup": warmup, "nuts_draws": draws, "nuts_cpu_s": cold["cpu"],
@@ -384,7 +397,8 @@ def bench(name: str, method: str, kernels: list[str], iterations: int, warmup: i
             "max_sd_rel_diff": float(np.max(np.abs(sd_s / sd_n - 1.0))),
             "logdensity_max_rel_diff": tight, "load": os.getloadavg()[0]})
         r = rows[-1]
-        print(f"{name:16s} {method:4s} {k:5s} simcalib {sm['cpu']:6.1f} CPU-s ESS {sm['ess']:6.0f} "
+        print(f"{name:16s} {method:4s} {k:16s} simcalib {sm['cpu']:6.1f} CPU-s ESS "
+              f"{sm['ess']:6.0f} "
               f"R-hat {sm['rhat']:.3f} -> {ours:6.1f}/s | NUTS {cold['cpu']:6.1f} CPU-s "
               f"(warm {warm['cpu']:6.1f}) ESS {cold['ess']:6.0f}/{warm['ess']:6.0f} R-hat "
               f"{cold['rhat']:.3f} -> {nuts_ess_cpu:6.1f}/s ({nuts_ess_cpu_warm:6.1f}/s "
@@ -400,10 +414,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="two-mass only, 2,000 simcalib iterations, NUTS 300 + 500")
     ap.add_argument("--settings", nargs="+", choices=SETTINGS)
     ap.add_argument("--methods", nargs="+", default=["koh", "mos"], choices=["koh", "mos"])
-    ap.add_argument("--kernels", nargs="+", default=["mwg", "mala", "hmc"],
-                    help="simcalib theta kernels to run (sampler.theta_kernel)")
+    ap.add_argument("--kernels", nargs="+",
+                    help="simcalib runs: kernel[:iterations[:burn_in]] with kernel a "
+                    "sampler.theta_kernel (burn-in: half; default: mwg at --iterations, "
+                    "mala:10000:2000, hmc:3000:1000; --quick: mwg, mala, hmc:2000:500)")
     ap.add_argument("--iterations", type=int, help="simcalib iterations per chain "
-                    "(half burn-in; default 10,000, --quick 2,000)")
+                    "of a kernel without its own (default 10,000, --quick 2,000)")
     ap.add_argument("--warmup", type=int, help="NUTS warm-up (default 1,000; --quick 300)")
     ap.add_argument("--draws", type=int, help="NUTS draws per chain (default 2,000; --quick 500)")
     ap.add_argument("--seed", type=int, default=20261202)
@@ -423,11 +439,13 @@ def main(argv: list[str] | None = None) -> int:
     iters = args.iterations or (2000 if args.quick else 10000)
     warmup = args.warmup or (300 if args.quick else 1000)
     draws = args.draws or (500 if args.quick else 2000)
+    kernels = args.kernels or (["mwg", "mala", "hmc:2000:500"] if args.quick else
+                               ["mwg", "mala:10000:2000", "hmc:3000:1000"])
     t0 = time.perf_counter()
     rows = []
     for s in settings:
         for m in args.methods:
-            rows.extend(bench(s, m, args.kernels, iters, warmup, draws, args.seed))
+            rows.extend(bench(s, m, kernels, iters, warmup, draws, args.seed))
             write_csv(pd.DataFrame(rows, columns=COLUMNS), args.output)
     df = pd.DataFrame(rows, columns=COLUMNS)
     print()

@@ -381,10 +381,10 @@ def _lockstep(pb, **cfg):
                                                     ("koh", "logit", True),
                                                     ("mos", "linear", False)])
 def test_gradient_of_the_log_target_matches_finite_differences(method, scale, missing):
-    """The MALA/HMC force: exact for KOH (Kronecker block, full covariance with a
-    missing entry, logit Jacobian); for MOS exact in log gamma and log ell (the
-    theta-dependence of the projection is left out by design, so theta is not
-    compared there)."""
+    """The MALA/HMC force in (u, log sigma^2, log gamma, log ell): exact for KOH
+    (Kronecker block, full covariance with a missing entry, logit Jacobian); for MOS
+    exact in sigma^2, gamma and ell (the theta-dependence of the projection is left
+    out by design, so theta is not compared there)."""
     pb, sim = _problem("two_mass", method)
     if missing:
         y = sim.obs.y.copy()
@@ -393,8 +393,9 @@ def test_gradient_of_the_log_target_matches_finite_differences(method, scale, mi
     lk = _lockstep(pb, theta_kernel="mala", theta_scale=scale)
     assert lk.leapfrog == 1 and lk.target_accept == 0.574
     th = pb.lower + (pb.upper - pb.lower) * np.array([0.45, 0.3, 0.6, 0.5])
-    x = np.concatenate([lk.to_u(th[None])[0], [-1.5, -0.4]])
-    s2 = np.array([0.12])
+    assert lk.s2_in_block and lk.d == pb.p + 3
+    x = np.concatenate([lk.to_u(th[None])[0], [np.log(0.12), -1.5, -0.4]])
+    s2 = np.array([np.nan])    # sigma^2 is the state's own coordinate
     one = np.ones(1, dtype=bool)
 
     def lp(z: np.ndarray) -> float:
@@ -408,39 +409,44 @@ def test_gradient_of_the_log_target_matches_finite_differences(method, scale, mi
 
 
 def _toy_free_hyper() -> tuple[Likelihood, dict[str, float]]:
-    """z = theta t with the discrepancy's gamma and ell free (sigma^2 pinned by a
-    near-degenerate prior): theta | log gamma, log ell, y is Gaussian and the
-    hyperparameters' marginal is two-dimensional, so the posterior means and sds of
-    theta, log gamma and log ell follow by quadrature on a grid."""
+    """z = theta t with the discrepancy's gamma, ell and the noise variance sigma^2
+    free: theta | log gamma, log ell, log sigma^2, y is Gaussian and the rest is a
+    three-dimensional marginal, so the posterior means and sds of theta, log gamma,
+    log ell and sigma^2 follow by quadrature on a grid."""
     from simcalib.bayes.data import ObsData
     from simcalib.bayes.kernels import ObsLayout
     from simcalib.bayes.models import Setting
     from simcalib.bayes.ode import ODEModel
 
-    sigma2, (mg, sg), (ml, sl) = 0.05, (np.log(0.2), 0.7), (np.log(0.3), 0.3)
+    (mg, sg), (ml, sl), (a0, b0) = (np.log(0.2), 0.7), (np.log(0.3), 0.3), (3.0, 0.1)
     model = ODEModel(lambda t, z, th, m: [th[0] * z[1], 0 * z[1]], ["z", "one"], ["theta"],
                      [0.0, 1.0])
     s = Setting("toy", model, ["z"], {"theta": (-50.0, 50.0)}, t_end=1.0, n_obs=12,
-                gamma_prior=(mg, sg), ell_prior=(ml, sl), sigma2_prior=(1e6, sigma2 * 1e6))
+                gamma_prior=(mg, sg), ell_prior=(ml, sl), sigma2_prior=(a0, b0))
     t = s.obs_times()
-    noise = np.sqrt(sigma2) * np.random.default_rng(3).standard_normal(len(t))
+    noise = np.sqrt(0.05) * np.random.default_rng(3).standard_normal(len(t))
     y = 1.5 * t + 0.3 * np.sin(6 * t) + noise
     d2 = ObsLayout.build(t, np.zeros(len(t), dtype=int)).d2
-    lgs = np.linspace(mg - 6 * sg, mg + 6 * sg, 121)
-    lls = np.linspace(ml - 6 * sl, ml + 6 * sl, 121)
-    gg, ee = np.meshgrid(lgs, lls, indexing="ij")
+    lgs = np.linspace(mg - 6 * sg, mg + 6 * sg, 41)
+    lls = np.linspace(ml - 6 * sl, ml + 6 * sl, 41)
+    lss = np.linspace(np.log(0.0005), np.log(3.0), 71)
+    gg, ee, ss = np.meshgrid(lgs, lls, lss, indexing="ij")
     cov = (np.exp(gg)[..., None, None] * np.exp(-0.5 * d2 / np.exp(2 * ee)[..., None, None])
-           + sigma2 * np.eye(len(t)))
+           + np.exp(ss)[..., None, None] * np.eye(len(t)))
     ci_t = np.linalg.solve(cov, np.broadcast_to(t, cov.shape[:-1])[..., None])[..., 0]
     ci_y = np.linalg.solve(cov, np.broadcast_to(y, cov.shape[:-1])[..., None])[..., 0]
     a, b = ci_t @ t, ci_y @ t
-    logw = (-0.5 * ((gg - mg) / sg) ** 2 - 0.5 * ((ee - ml) / sl) ** 2
-            - 0.5 * np.linalg.slogdet(cov)[1] - 0.5 * (ci_y @ y - b * b / a) - 0.5 * np.log(a))
+    # densities of the grid coordinates log gamma, log ell, log sigma^2 (Jacobian in)
+    logw = (-0.5 * ((gg - mg) / sg) ** 2 - 0.5 * ((ee - ml) / sl) ** 2 - a0 * ss
+            - b0 * np.exp(-ss) - 0.5 * np.linalg.slogdet(cov)[1]
+            - 0.5 * (ci_y @ y - b * b / a) - 0.5 * np.log(a))
     w = np.exp(logw - logw.max())
+    assert w[..., [0, -1]].max() < 1e-6       # the sigma^2 grid covers the posterior
     w /= w.sum()
     mu, var = b / a, 1 / a
     out = {}
-    for key, v, v2 in (("theta", mu, var + mu**2), ("lg", gg, gg**2), ("ll", ee, ee**2)):
+    for key, v, v2 in (("theta", mu, var + mu**2), ("lg", gg, gg**2), ("ll", ee, ee**2),
+                       ("s2", np.exp(ss), np.exp(2 * ss))):
         m1 = float(np.sum(w * v))
         out[key], out[f"{key}_sd"] = m1, float(np.sqrt(np.sum(w * v2) - m1**2))
     return Likelihood(s, ObsData(t, y[:, None], ["z"]), "koh"), out
@@ -456,7 +462,8 @@ def test_gradient_kernels_recover_a_posterior_known_by_quadrature(kernel):
     th = np.stack([c.theta[:, 0] for c in res.chains])
     lg = np.stack([c.log_gamma for c in res.chains])
     ll = np.stack([c.log_ell for c in res.chains])
-    for got, key in ((th, "theta"), (lg, "lg"), (ll, "ll")):
+    s2 = np.stack([c.sigma2 for c in res.chains])
+    for got, key in ((th, "theta"), (lg, "lg"), (ll, "ll"), (s2, "s2")):
         ess = _ess(got)
         assert ess > 300, (key, ess)
         se = want[f"{key}_sd"] / np.sqrt(ess)

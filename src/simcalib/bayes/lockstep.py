@@ -137,7 +137,6 @@ class LockstepSampler:
         self.slices = [slice(g * chains, (g + 1) * chains) for g in range(self.n_group)]
         self.hyper = HyperPrior.for_lanes(hypers, self.group)
         self.p = pb.p
-        self.d = pb.p + 2
         self.span = pb.upper - pb.lower
         self.mos = pb.method == "mos"
         self.logit = cfg.theta_scale == "logit"
@@ -146,6 +145,10 @@ class LockstepSampler:
         self.leapfrog = {"mwg": 0, "mala": 1}.get(self.kernel,
                                                   int(getattr(cfg, "leapfrog_steps", 1)))
         self.target_accept = TARGET_ACCEPT[self.kernel]
+        # the gradient kernels move log sigma^2 in the block too (coordinate p), on
+        # the marginal with delta integrated out; the random walk keeps its Gibbs draw
+        self.s2_in_block = self.leapfrog > 0
+        self.d = pb.p + 2 + int(self.s2_in_block)
         self.fwd = BatchedForward(pb)
         # KOH on a full grid: one T x T factor per lane instead of m x m (same matrices)
         block = KronLayout.of(pb) if kron else None
@@ -154,6 +157,7 @@ class LockstepSampler:
         self.y = np.stack([q.y for q in pbs])[self.group]            # (lanes, m)
         prior = np.array([q.setting.sigma2_prior for q in pbs], dtype=np.float64)
         self.a0_group = prior[:, 0]
+        self.a0 = prior[self.group, 0]
         self.b0 = prior[self.group, 1]
 
     # ------------------------------------------------------------- coordinates
@@ -176,6 +180,20 @@ class LockstepSampler:
             return np.zeros(u.shape[0])
         return np.sum(-np.logaddexp(0.0, -u) - np.logaddexp(0.0, u), axis=1)
 
+    def sigma2_of(self, x: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
+        """The states' sigma^2: their coordinate when it is in the block, else the
+        Gibbs-drawn ``sigma2``."""
+        return np.exp(np.clip(x[:, self.p], -700, 700)) if self.s2_in_block else sigma2
+
+    def log_prior_s2(self, x: np.ndarray) -> np.ndarray:
+        """sigma^2's inverse-gamma prior as a density of ``log sigma^2`` (Jacobian
+        included, constants dropped): ``-alpha log s2 - beta / s2``; 0 when sigma^2 is
+        drawn by Gibbs (its prior enters there)."""
+        if not self.s2_in_block:
+            return np.zeros(x.shape[0])
+        ls2 = np.clip(x[:, self.p], -700, 700)
+        return -self.a0 * ls2 - self.b0 * np.exp(-ls2)
+
     def grad_log_jacobian(self, u: np.ndarray) -> np.ndarray:
         """Gradient of :meth:`log_jacobian` in u: ``1 - 2 s`` through the logit."""
         if not self.logit:
@@ -193,7 +211,8 @@ class LockstepSampler:
         scale ``-inf`` outside the bounds, through the logit its Jacobian), plus the
         hyperprior of log gamma, log ell."""
         u = x[:, : self.p]
-        lp = self.log_jacobian(u) + self.hyper.log_density(x[:, -2], x[:, -1])
+        lp = (self.log_jacobian(u) + self.hyper.log_density(x[:, -2], x[:, -1])
+              + self.log_prior_s2(x))
         if not self.logit:
             lp = np.where(np.all((u >= 0.0) & (u <= 1.0), axis=1), lp, -np.inf)
         return lp
@@ -207,6 +226,7 @@ class LockstepSampler:
         or whose solve failed)."""
         n_lane = x.shape[0]
         prior = self.log_prior(x)
+        sigma2 = self.sigma2_of(x, sigma2)
         live = lanes & np.isfinite(prior)
         theta = self.to_theta(x[:, : self.p])
         f = np.zeros((n_lane, self.pb.m))
@@ -261,8 +281,8 @@ class LockstepSampler:
 
     def gradient(self, st: dict[str, Any], sigma2: np.ndarray) -> np.ndarray:
         """Gradient (C, d) of the log target in the sampling coordinates
-        ``(u, log gamma, log ell)`` at the evaluated states ``st`` (with ``st["chol"]``
-        the factor of ``C_delta + sigma2 I``), from the sensitivities ``J``:
+        ``(u, log sigma^2, log gamma, log ell)`` at the evaluated states ``st`` (with
+        ``st["chol"]`` the factor of ``C_delta + sigma^2 I``), from the sensitivities ``J``:
 
         * theta: ``J^T alpha`` with ``alpha = Sigma^{-1} (y - f)``, times ``dtheta/du``,
           plus the logit Jacobian's gradient;
@@ -270,7 +290,8 @@ class LockstepSampler:
           plus the hyperprior's gradient, with ``dSigma = C_delta`` for log gamma
           (``C_delta`` is homogeneous in gamma, KOH and MOS) and ``C o d2 / ell^2`` for
           log ell (MOS: projected, ``P (C o d2 / ell^2) P^T`` with
-          ``P = I - C J (J^T C J)^{-1} J^T``).
+          ``P = I - C J (J^T C J)^{-1} J^T``), likewise ``dSigma = sigma^2 I`` for
+          log sigma^2, plus its prior's gradient ``-alpha + beta / sigma^2``.
 
         Exact for KOH.  For MOS, ``C_delta`` also depends on theta through J, whose
         derivative would need second-order sensitivities: that term is left out.  The
@@ -300,7 +321,12 @@ class LockstepSampler:
                 quad = np.einsum("cik,cij,cjk->c", alpha, ds, alpha)
                 return 0.5 * quad - 0.5 * k * np.einsum("cij,cji->c", sinv, ds)
 
-            g[:, p] = hyper_term(st["c_delta"])
+            g[:, -2] = hyper_term(st["c_delta"])
+            if self.s2_in_block:
+                s2 = self.sigma2_of(x, sigma2)
+                quad = np.einsum("cik,cik->c", alpha, alpha)
+                tr = np.einsum("cii->c", sinv)
+                g[:, p] = (0.5 * s2 * (quad - k * tr) - self.a0 + self.b0 / s2)
             ell2 = np.exp(2.0 * np.clip(x[:, -1], -300, 300))
             d2 = (self.cov.block if kron else self.cov.layout).d2
             dc = st["c"] * d2[None] / ell2[:, None, None]
@@ -309,8 +335,8 @@ class LockstepSampler:
                 q = chol_solve_batch(mos.lg, np.swapaxes(mos.js, 1, 2))   # G^{-1} J^T
                 proj = np.eye(n)[None] - mos.cj @ q
                 dc = proj @ dc @ np.swapaxes(proj, 1, 2)
-            g[:, p + 1] = hyper_term(dc)
-            g[:, p:] += self.hyper.grad(x[:, -2], x[:, -1])
+            g[:, -1] = hyper_term(dc)
+            g[:, -2:] += self.hyper.grad(x[:, -2], x[:, -1])
         return np.where(ok[:, None] & np.isfinite(g), g, 0.0)
 
     # ------------------------------------------------------------- start
@@ -329,7 +355,11 @@ class LockstepSampler:
             z_th = streams.normal((self.p,), groups)
             z_h = streams.normal((2,), groups)
             th = np.clip(starts + cfg.initial_step * self.span * z_th, lo, hi)
-            xn = np.concatenate([self.to_u(th), hyper0 + cfg.initial_step_log * z_h], axis=1)
+            parts = [self.to_u(th), hyper0 + cfg.initial_step_log * z_h]
+            if self.s2_in_block:
+                ls2 = np.log(sigma2) + cfg.initial_step_log * streams.normal((1,), groups)[:, 0]
+                parts.insert(1, ls2[:, None])
+            xn = np.concatenate(parts, axis=1)
             x = np.where(need[:, None], xn, x)
             new = self.evaluate(x, sigma2, np.ones(n_lane, dtype=bool))
             if st is None:
@@ -362,7 +392,9 @@ class LockstepSampler:
                 prec = prec + ju.T @ ju / max(float(sigma2[c]), 1e-12)
             cov = np.zeros((d, d))
             cov[:p, :p] = np.linalg.inv(prec)
-            cov[p:, p:] = np.eye(2) * cfg.initial_step_log**2
+            cov[p:, p:] = np.eye(d - p) * cfg.initial_step_log**2
+            if self.s2_in_block:   # log sigma^2's sd when the noise dominates: sqrt(2/m)
+                cov[p, p] = 2.0 / self.pb.m
             covs.append(cov)
         out = np.empty((self.n_group, d, d))
         for g, sl in enumerate(self.slices):
@@ -417,7 +449,8 @@ class LockstepRun:
                                                    ("theta", "hyp", "s2", "delta", "lp", "acc")}
         self.kept_from: int | None = None     # iteration of the first stored draw
         if sampler.leapfrog > 0:
-            st["grad"] = sampler.gradient(st, sigma2)
+            self.sigma2 = sampler.sigma2_of(st["x"], sigma2)
+            st["grad"] = sampler.gradient(st, self.sigma2)
         self.wall = 0.0
         self.cpu = 0.0
 
@@ -467,18 +500,20 @@ class LockstepRun:
                 self.chol_c[need] = lc
                 self.chol_c_ok[need] = ok
                 self.counts["regularised"][need] += reg
+            if s.s2_in_block:
+                self.sigma2 = s.sigma2_of(st["x"], self.sigma2)
             delta = draw_delta(s, st, self.sigma2, streams, self.chol_c)
-            # 3. sigma^2 | rest, exactly (all m observed entries)
-            resid = s.y - st["f"] - delta
-            self.sigma2 = (b0 + 0.5 * np.einsum("cm,cm->c", resid, resid)) / streams.gamma(
-                shape)
-            ll, chol, ok_l, jit = s.cov.loglik(st["c_delta"], self.sigma2, s.y - st["f"])
-            self.counts["regularised"] += jit
-            self.counts["cholesky_failures"] += ~ok_l
-            st["chol"] = chol
-            st["lp"] = np.where(ok_l, ll, -np.inf) + s.log_prior(st["x"])
-            if s.leapfrog > 0:     # the target moved with sigma^2: so did its gradient
-                st["grad"] = s.gradient(st, self.sigma2)
+            # 3. sigma^2 | rest, exactly (all m observed entries); the gradient kernels
+            # moved it in step 1 (delta is then drawn for the output only)
+            if not s.s2_in_block:
+                resid = s.y - st["f"] - delta
+                self.sigma2 = (b0 + 0.5 * np.einsum("cm,cm->c", resid, resid)
+                               ) / streams.gamma(shape)
+                ll, chol, ok_l, jit = s.cov.loglik(st["c_delta"], self.sigma2, s.y - st["f"])
+                self.counts["regularised"] += jit
+                self.counts["cholesky_failures"] += ~ok_l
+                st["chol"] = chol
+                st["lp"] = np.where(ok_l, ll, -np.inf) + s.log_prior(st["x"])
             self.hist[it] = st["x"]
             if it >= burn_in:
                 if self.kept_from is None:
@@ -489,7 +524,8 @@ class LockstepRun:
                 self.kept["hyp"].append(u[:, -2:].copy())
                 self.kept["s2"].append(self.sigma2.copy())
                 self.kept["delta"].append(delta)
-                self.kept["lp"].append(st["lp"] - jac)   # log lik + hyperprior, as sequential
+                # log lik + hyperprior, as sequential
+                self.kept["lp"].append(st["lp"] - jac - s.log_prior_s2(u))
                 self.kept["acc"].append(take.astype(np.int8))
             # adaptation (burn-in only unless adapt_after_burn_in)
             adapting = adapt_after_burn_in or it + 1 < adapt_until
