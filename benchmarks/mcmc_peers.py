@@ -28,9 +28,13 @@ agree to ~1e-6; the difference at the sampling tolerance is printed too).
 
 Then per (setting, method), one data set from simcalib's own generator (replication 0,
 as benchmarks/mcmc.py): simcalib's ``run`` (least-squares start included in its CPU
-time; vectorized engine, every ``--kernels`` value of ``sampler.theta_kernel``) and NUTS
-(2 chains one after the other, ``--warmup`` + ``--draws``, started from simcalib's
-least-squares fit, whose CPU is charged to simcalib only).  NUTS is run twice on one
+time; vectorized engine, 2 chains) once per ``--kernels`` entry
+``kernel[:iterations[:burn_in]]`` (default: the random walk ``mwg`` at 10,000
+iterations with 5,000 burn-in, as before; ``mala`` at 10,000 / 2,000; ``hmc`` at
+3,000 / 1,000, NUTS's own proportions), and NUTS (2 chains one after the other,
+1,000 warm-up + 2,000 draws; 300 + 500 on FitzHugh-Nagumo, whose odeint-adjoint
+gradients are slow; started from simcalib's least-squares fit, whose CPU is charged
+to simcalib only).  NUTS is run twice on one
 compiled program: the first (cold) run's CPU includes JAX's tracing and compilation,
 the second run (another seed) does not.  ESS = ArviZ bulk ESS, min over theta, gamma,
 ell and sigma^2 (simcalib.bayes.convergence.diagnose, for both); CPU = process CPU
@@ -87,6 +91,10 @@ COLUMNS = ["setting", "method", "kernel", "simcalib_iterations", "simcalib_burn_
            "nuts_ess_per_cpu_s_no_compile", "ratio", "ratio_no_compile",
            "max_mean_diff_sd", "max_sd_rel_diff", "logdensity_max_rel_diff", "load"]
 SETTINGS = ["two_mass", "fitzhugh_nagumo", "four_mass"]
+#: NUTS warm-up and draws per chain where --warmup/--draws are not given: FitzHugh-Nagumo's
+#: gradients go through odeint's adjoint (~17-21 ms each here, 1,000 + 2,000 would take
+#: over an hour per method), so its chains are shorter; ESS per CPU-s is a rate
+NUTS_LENGTH = {"fitzhugh_nagumo": (300, 500)}
 REL_TOL = 1e-8
 
 
@@ -214,22 +222,26 @@ class JaxPosterior:
                        obs=self.y)
 
     def log_density(self, th: np.ndarray, lg: float, ll: float, s2: float) -> float:
-        from numpyro.infer.util import log_density
+        """NumPyro's log joint at one point (constrained values, no Jacobian), jitted
+        once (one compilation instead of one per operation)."""
+        if not hasattr(self, "_log_density"):
+            import jax
+            from numpyro.infer.util import log_density
 
-        params = {"theta": np.asarray(th), "log_gamma": lg, "log_ell": ll, "sigma2": s2}
-        return float(log_density(self.model, (), {}, params)[0])
+            self._log_density = jax.jit(lambda p: log_density(self.model, (), {}, p)[0])
+        params = {"theta": np.asarray(th), "log_gamma": np.float64(lg),
+                  "log_ell": np.float64(ll), "sigma2": np.float64(s2)}
+        return float(self._log_density(params))
 
 
 def simcalib_log_density(pb: Likelihood, th: np.ndarray, lg: float, ll: float,
-                         s2: float) -> float:
+                         s2: float, lk: LockstepSampler | None = None) -> float:
     """simcalib's log joint at one point, every constant included: the vectorized
     engine's log likelihood + hyperprior (what its Metropolis step targets), plus the
     normalising constants it drops and sigma^2's inverse-gamma prior (what its Gibbs
     step draws from)."""
     s = pb.setting
-    hyper = HyperPrior(tuple(s.gamma_prior), tuple(s.ell_prior))
-    cfg = SamplerConfig(chains=1, progress=False, log_every=0)
-    lk = LockstepSampler([pb], cfg, [hyper], 1)
+    lk = lk or lockstep_of(pb)
     span = pb.upper - pb.lower
     x = np.concatenate([(th - pb.lower) / span, [lg, ll]])[None]
     ev = lk.evaluate(x, np.array([s2]), np.ones(1, dtype=bool))
@@ -240,18 +252,28 @@ def simcalib_log_density(pb: Likelihood, th: np.ndarray, lg: float, ll: float,
     return float(ev["lp"][0] + const + ig)
 
 
+def lockstep_of(pb: Likelihood) -> LockstepSampler:
+    """simcalib's vectorized engine for one chain of ``pb`` (the random-walk kernel,
+    whose target has sigma^2 outside the block)."""
+    s = pb.setting
+    hyper = HyperPrior(tuple(s.gamma_prior), tuple(s.ell_prior))
+    return LockstepSampler([pb], SamplerConfig(chains=1, progress=False, log_every=0),
+                           [hyper], 1)
+
+
 def check_equality(pb: Likelihood, post: JaxPosterior, gen: np.random.Generator,
                    n: int = 8) -> float:
     """Max relative difference of the two log densities at ``n`` random points: theta
     uniform in its box, log gamma / log ell from their priors, sigma^2 from its prior."""
     s = pb.setting
+    lk = lockstep_of(pb)
     worst = 0.0
     for _ in range(n):
         th = pb.lower + (pb.upper - pb.lower) * gen.uniform(0.05, 0.95, pb.p)
         lg = s.gamma_prior[0] + s.gamma_prior[1] * gen.standard_normal()
         ll = s.ell_prior[0] + s.ell_prior[1] * gen.standard_normal()
         s2 = float(s.sigma2_prior[1] / gen.gamma(s.sigma2_prior[0]))
-        a = simcalib_log_density(pb, th, lg, ll, s2)
+        a = simcalib_log_density(pb, th, lg, ll, s2, lk)
         b = post.log_density(th, lg, ll, s2)
         if not (np.isfinite(a) and np.isfinite(b)):
             continue
@@ -420,8 +442,10 @@ def main(argv: list[str] | None = None) -> int:
                     "mala:10000:2000, hmc:3000:1000; --quick: mwg, mala, hmc:2000:500)")
     ap.add_argument("--iterations", type=int, help="simcalib iterations per chain "
                     "of a kernel without its own (default 10,000, --quick 2,000)")
-    ap.add_argument("--warmup", type=int, help="NUTS warm-up (default 1,000; --quick 300)")
-    ap.add_argument("--draws", type=int, help="NUTS draws per chain (default 2,000; --quick 500)")
+    ap.add_argument("--warmup", type=int, help="NUTS warm-up (default 1,000, "
+                    "FitzHugh-Nagumo 300; --quick 300)")
+    ap.add_argument("--draws", type=int, help="NUTS draws per chain (default 2,000, "
+                    "FitzHugh-Nagumo 500; --quick 500)")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--output", default=str(ROOT / "results" / "benchmarks" / "mcmc_peers.csv"))
     args = ap.parse_args(argv)
@@ -437,15 +461,15 @@ def main(argv: list[str] | None = None) -> int:
     limit_blas_threads(1)
     settings = args.settings or (["two_mass"] if args.quick else SETTINGS)
     iters = args.iterations or (2000 if args.quick else 10000)
-    warmup = args.warmup or (300 if args.quick else 1000)
-    draws = args.draws or (500 if args.quick else 2000)
     kernels = args.kernels or (["mwg", "mala", "hmc:2000:500"] if args.quick else
                                ["mwg", "mala:10000:2000", "hmc:3000:1000"])
     t0 = time.perf_counter()
     rows = []
     for s in settings:
         for m in args.methods:
-            rows.extend(bench(s, m, kernels, iters, warmup, draws, args.seed))
+            warmup, draws = NUTS_LENGTH.get(s, (300, 500) if args.quick else (1000, 2000))
+            rows.extend(bench(s, m, kernels, iters, args.warmup or warmup, args.draws or draws,
+                              args.seed))
             write_csv(pd.DataFrame(rows, columns=COLUMNS), args.output)
     df = pd.DataFrame(rows, columns=COLUMNS)
     print()

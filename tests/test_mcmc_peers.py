@@ -1,0 +1,50 @@
+"""benchmarks/mcmc_peers.py: the NumPyro/JAX posterior is simcalib's (log densities equal
+at random points, every constant included), and the benchmark skips cleanly without
+the ``mcmc-peers`` extra."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mcmc_peers():
+    spec = importlib.util.spec_from_file_location("mcmc_peers",
+                                                  ROOT / "benchmarks" / "mcmc_peers.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["mcmc_peers"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_benchmark_skips_cleanly_without_numpyro(monkeypatch, capsys, tmp_path):
+    peers = _mcmc_peers()
+    monkeypatch.setattr(peers, "peers_available", lambda: "numpyro")
+    assert peers.main(["--quick", "--output", str(tmp_path / "x.csv")]) == 0
+    assert "skipped" in capsys.readouterr().out and not (tmp_path / "x.csv").exists()
+
+
+def test_numpyro_log_density_equals_simcalibs():
+    pytest.importorskip("numpyro")
+    pytest.importorskip("jax")
+    import jax
+
+    peers = _mcmc_peers()
+    jax.config.update("jax_enable_x64", True)
+    from simcalib.bayes.models import build_setting
+    from simcalib.bayes.synthetic import simulate
+    from simcalib.seeds import rng
+
+    s = build_setting("two_mass", {"n_obs": 8})
+    for method in ("koh", "mos"):
+        pb = peers.Likelihood(s, simulate(s, rng(3, "peers")).obs, method)
+        post = peers.JaxPosterior(pb)
+        assert peers.check_equality(pb, post, rng(4, "peers"), n=2) < 1e-10, method
+        # and it is a real comparison: another data set's density differs
+        other = peers.Likelihood(s, simulate(s, rng(5, "peers")).obs, method)
+        assert peers.check_equality(other, post, rng(4, "peers"), n=1) > 1e-3, method
