@@ -28,7 +28,9 @@ agree to ~1e-6; the difference at the sampling tolerance is printed too).
 
 Then per (setting, method), one data set from simcalib's own generator (replication 0,
 as benchmarks/mcmc.py): simcalib's ``run`` (least-squares start included in its CPU
-time; vectorized engine, 2 chains) once per ``--kernels`` entry
+time; vectorized engine, 2 chains; ``--reps`` runs with different chain seeds, 3 by
+default, their median ESS per CPU-s reported: one run's ESS swings several-fold on
+these multimodal posteriors) once per ``--kernels`` entry
 ``kernel[:iterations[:burn_in]]`` (default: the random walk ``mwg`` at 10,000
 iterations with 5,000 burn-in, as before; ``mala`` at 10,000 / 2,000; ``hmc`` at
 3,000 / 1,000, NUTS's own proportions), and NUTS (2 chains one after the other,
@@ -39,8 +41,9 @@ compiled program: the first (cold) run's CPU includes JAX's tracing and compilat
 the second run (another seed) does not.  ESS = ArviZ bulk ESS, min over theta, gamma,
 ell and sigma^2 (simcalib.bayes.convergence.diagnose, for both); CPU = process CPU
 time (XLA limited to one thread).  ``max_mean_diff_sd``: the largest
-``|mean_simcalib - mean_nuts| / sd_nuts`` over those parameters, ``max_sd_rel_diff``
-``|sd_simcalib / sd_nuts - 1|``.  ``ratio`` = simcalib / NUTS ESS per CPU-s (compile
+``|mean_simcalib - mean_nuts| / sd_nuts`` over theta, log gamma, log ell, log sigma^2
+(draws pooled: simcalib's runs of that kernel, NUTS's two runs), ``max_sd_rel_diff``
+``|sd_simcalib / sd_nuts - 1|``, each with the parameter where it occurs.  ``ratio`` = simcalib / NUTS ESS per CPU-s (compile
 included); ratios are only meaningful within one run (same machine load).
 
 Writes ``results/benchmarks/mcmc_peers.csv``.
@@ -84,12 +87,13 @@ from simcalib.io import write_csv  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
 
 COLUMNS = ["setting", "method", "kernel", "simcalib_iterations", "simcalib_burn_in",
-           "simcalib_cpu_s",
+           "simcalib_runs", "simcalib_ess_per_cpu_s_each", "simcalib_cpu_s",
            "simcalib_ess", "simcalib_rhat", "simcalib_acceptance", "simcalib_ess_per_cpu_s",
            "nuts_warmup", "nuts_draws", "nuts_cpu_s", "nuts_compile_cpu_s", "nuts_ess",
            "nuts_rhat", "nuts_divergences", "nuts_steps_mean", "nuts_ess_per_cpu_s",
            "nuts_ess_per_cpu_s_no_compile", "ratio", "ratio_no_compile",
-           "max_mean_diff_sd", "max_sd_rel_diff", "logdensity_max_rel_diff", "load"]
+           "max_mean_diff_sd", "max_mean_diff_param", "max_sd_rel_diff", "max_sd_diff_param",
+           "logdensity_max_rel_diff", "load"]
 SETTINGS = ["two_mass", "fitzhugh_nagumo", "four_mass"]
 #: NUTS warm-up and draws per chain where --warmup/--draws are not given: FitzHugh-Nagumo's
 #: gradients go through odeint's adjoint (~17-21 ms each here, 1,000 + 2,000 would take
@@ -282,12 +286,21 @@ def check_equality(pb: Likelihood, post: JaxPosterior, gen: np.random.Generator,
 
 
 # ------------------------------------------------------------------ the samplers
-def summaries(draws: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Means and sds (theta..., gamma, ell, sigma2) pooled over chains."""
+def summaries(draws: dict[str, np.ndarray], names: list[str]
+              ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Means and sds pooled over chains of theta and of log gamma, log ell, log sigma^2
+    (on the log scale: the raw scale's heavy right tails make a sample sd too noisy
+    to compare)."""
     cols = [draws["theta"][..., i] for i in range(draws["theta"].shape[-1])]
-    cols += [draws["gamma"], draws["ell"], draws["sigma2"]]
-    return (np.array([float(np.mean(c)) for c in cols]),
+    cols += [np.log(draws["gamma"]), np.log(draws["ell"]), np.log(draws["sigma2"])]
+    return ([*names, "log_gamma", "log_ell", "log_sigma2"],
+            np.array([float(np.mean(c)) for c in cols]),
             np.array([float(np.std(c)) for c in cols]))
+
+
+def pooled(runs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """The chains of several runs as one chain set."""
+    return {k: np.concatenate([r["draws"][k] for r in runs]) for k in runs[0]["draws"]}
 
 
 def parse_kernel(spec: str, iterations: int) -> tuple[str, int, int]:
@@ -300,7 +313,9 @@ def parse_kernel(spec: str, iterations: int) -> tuple[str, int, int]:
 
 
 def run_simcalib(pb: Likelihood, name: str, method: str, spec: str, iterations: int,
-                 seed: int) -> dict[str, Any]:
+                 seed: int, rep: int = 0) -> dict[str, Any]:
+    """One simcalib run; ``rep`` 0 uses benchmarks/mcmc.py's streams, ``rep`` k > 0
+    another chain seed (same data, same least-squares start)."""
     kernel, iterations, burn_in = parse_kernel(spec, iterations)
     kw: dict[str, Any] = {"iterations": iterations, "burn_in": burn_in, "chains": 2,
                           "log_every": 0, "progress": False}
@@ -308,7 +323,8 @@ def run_simcalib(pb: Likelihood, name: str, method: str, spec: str, iterations: 
         kw["theta_kernel"] = kernel
     cfg = SamplerConfig.from_dict(kw)
     c0 = time.process_time()
-    res = run(pb, cfg, seed, ("bayes", name, method, 0), init_keys=("bayes", name, "init", 0))
+    keys = ("bayes", name, method, 0) + ((("peers", rep),) if rep else ())
+    res = run(pb, cfg, seed, keys, init_keys=("bayes", name, "init", 0))
     cpu = time.process_time() - c0
     draws = {"theta": np.stack([c.theta for c in res.chains]),
              "gamma": np.exp(np.stack([c.log_gamma for c in res.chains])),
@@ -367,7 +383,7 @@ def _unconstrain(post: JaxPosterior, start: dict[str, np.ndarray]) -> dict[str, 
 
 # ------------------------------------------------------------------ one row
 def bench(name: str, method: str, kernels: list[str], iterations: int, warmup: int,
-          draws: int, seed: int) -> list[dict[str, Any]]:
+          draws: int, seed: int, reps: int = 1) -> list[dict[str, Any]]:
     setting = build_setting(name)
     sim = simulate(setting, rng(seed, "bayes", name, "data", 0))
     pb = Likelihood(setting, sim.obs, method)
@@ -392,22 +408,34 @@ def bench(name: str, method: str, kernels: list[str], iterations: int, warmup: i
     if not tight <= REL_TOL:
         raise SystemExit(f"FAIL: {name} {method}: simcalib's and the JAX log density differ "
                          f"by {tight:.3g} relative (> {REL_TOL:g}): not the same posterior")
-    sims = {k: run_simcalib(pb, name, method, k, iterations, seed) for k in kernels}
+    sims = {k: [run_simcalib(pb, name, method, k, iterations, seed, r) for r in range(reps)]
+            for k in kernels}
     nuts = Nuts(post, warmup, draws)
-    cold = nuts.run(seed, sims[kernels[0]]["init"], pb)
-    warm = nuts.run(seed + 1, sims[kernels[0]]["init"], pb)
+    init = sims[kernels[0]][0]["init"]
+    cold = nuts.run(seed, init, pb)
+    warm = nuts.run(seed + 1, init, pb)
     nuts_ess_cpu = cold["ess"] / cold["cpu"]
     nuts_ess_cpu_warm = warm["ess"] / warm["cpu"]
-    mean_n, sd_n = summaries(warm["draws"] if warm["rhat"] <= cold["rhat"] else cold["draws"])
+    names, mean_n, sd_n = summaries(pooled([cold, warm]), setting.params)
     rows = []
-    for k, sm in sims.items():
-        mean_s, sd_s = summaries(sm["draws"])
-        ours = sm["ess"] / sm["cpu"]
+    for k, runs in sims.items():
+        _, mean_s, sd_s = summaries(pooled(runs), setting.params)
+        rates = [r["ess"] / r["cpu"] for r in runs]
+        ours = float(np.median(rates))
+        z = np.abs(mean_s - mean_n) / sd_n
+        rel = np.abs(sd_s / sd_n - 1.0)
+        sm = {"iterations": runs[0]["iterations"], "burn_in": runs[0]["burn_in"],
+              "cpu": float(np.median([r["cpu"] for r in runs])),
+              "ess": float(np.median([r["ess"] for r in runs])),
+              "rhat": max(r["rhat"] for r in runs),
+              "acceptance": float(np.mean([r["acceptance"] for r in runs]))}
         rows.append({
             "setting": name, "method": method, "kernel": k,
             "simcalib_iterations": sm["iterations"], "simcalib_burn_in": sm["burn_in"],
+            "simcalib_runs": len(runs),
             "simcalib_cpu_s": sm["cpu"], "simcalib_ess": sm["ess"], "simcalib_rhat": sm["rhat"],
             "simcalib_acceptance": sm["acceptance"], "simcalib_ess_per_cpu_s": ours,
+            "simcalib_ess_per_cpu_s_each": ";".join(f"{v:.1f}" for v in rates),
             "nuts_warmup": warmup, "nuts_draws": draws, "nuts_cpu_s": cold["cpu"],
             "nuts_compile_cpu_s": max(cold["cpu"] - warm["cpu"], 0.0),
             "nuts_ess": cold["ess"], "nuts_rhat": cold["rhat"],
@@ -415,17 +443,19 @@ def bench(name: str, method: str, kernels: list[str], iterations: int, warmup: i
             "nuts_steps_mean": 0.5 * (cold["steps"] + warm["steps"]),
             "nuts_ess_per_cpu_s": nuts_ess_cpu, "nuts_ess_per_cpu_s_no_compile": nuts_ess_cpu_warm,
             "ratio": ours / nuts_ess_cpu, "ratio_no_compile": ours / nuts_ess_cpu_warm,
-            "max_mean_diff_sd": float(np.max(np.abs(mean_s - mean_n) / sd_n)),
-            "max_sd_rel_diff": float(np.max(np.abs(sd_s / sd_n - 1.0))),
+            "max_mean_diff_sd": float(z.max()), "max_mean_diff_param": names[int(z.argmax())],
+            "max_sd_rel_diff": float(rel.max()), "max_sd_diff_param": names[int(rel.argmax())],
             "logdensity_max_rel_diff": tight, "load": os.getloadavg()[0]})
         r = rows[-1]
-        print(f"{name:16s} {method:4s} {k:16s} simcalib {sm['cpu']:6.1f} CPU-s ESS "
+        print(f"{name:16s} {method:4s} {k:16s} simcalib x{len(runs)} {sm['cpu']:6.1f} CPU-s ESS "
               f"{sm['ess']:6.0f} "
               f"R-hat {sm['rhat']:.3f} -> {ours:6.1f}/s | NUTS {cold['cpu']:6.1f} CPU-s "
               f"(warm {warm['cpu']:6.1f}) ESS {cold['ess']:6.0f}/{warm['ess']:6.0f} R-hat "
               f"{cold['rhat']:.3f} -> {nuts_ess_cpu:6.1f}/s ({nuts_ess_cpu_warm:6.1f}/s "
               f"no compile) | ratio {r['ratio']:.2f} ({r['ratio_no_compile']:.2f}) | means "
-              f"within {r['max_mean_diff_sd']:.3f} sd, sds {r['max_sd_rel_diff']:.1%}",
+              f"within {r['max_mean_diff_sd']:.3f} sd ({r['max_mean_diff_param']}), sds "
+              f"{r['max_sd_rel_diff']:.1%} ({r['max_sd_diff_param']}); each run "
+              f"{r['simcalib_ess_per_cpu_s_each']}",
               flush=True)
     return rows
 
@@ -447,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, help="NUTS draws per chain (default 2,000, "
                     "FitzHugh-Nagumo 500; --quick 500)")
     ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--reps", type=int, help="simcalib runs per kernel (chain seeds; "
+                    "ESS per CPU-s: their median; default 3, --quick 1)")
     ap.add_argument("--output", default=str(ROOT / "results" / "benchmarks" / "mcmc_peers.csv"))
     args = ap.parse_args(argv)
     missing = peers_available()
@@ -469,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in args.methods:
             warmup, draws = NUTS_LENGTH.get(s, (300, 500) if args.quick else (1000, 2000))
             rows.extend(bench(s, m, kernels, iters, args.warmup or warmup, args.draws or draws,
-                              args.seed))
+                              args.seed, args.reps or (1 if args.quick else 3)))
             write_csv(pd.DataFrame(rows, columns=COLUMNS), args.output)
     df = pd.DataFrame(rows, columns=COLUMNS)
     print()
