@@ -43,8 +43,9 @@ ell and sigma^2 (simcalib.bayes.convergence.diagnose, for both); CPU = process C
 time (XLA limited to one thread).  ``max_mean_diff_sd``: the largest
 ``|mean_simcalib - mean_nuts| / sd_nuts`` over theta, log gamma, log ell, log sigma^2
 (draws pooled: simcalib's runs of that kernel, NUTS's two runs), ``max_sd_rel_diff``
-``|sd_simcalib / sd_nuts - 1|``, each with the parameter where it occurs.  ``ratio`` = simcalib / NUTS ESS per CPU-s (compile
-included); ratios are only meaningful within one run (same machine load).
+``|sd_simcalib / sd_nuts - 1|``, each with the parameter where it occurs.
+``ratio`` = simcalib / NUTS ESS per CPU-s (compile included); ratios are only
+meaningful within one run (same machine load).
 
 Writes ``results/benchmarks/mcmc_peers.csv``.
 """
