@@ -43,6 +43,9 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+# benchmarks/coverage.py would shadow the coverage package numba probes for, and numba
+# would then fail to compile the ODE solver (simcalib falls back to LSODA, much slower)
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT / "src"))
 
 from simcalib.bayes._threads import limit_blas_threads  # noqa: E402
