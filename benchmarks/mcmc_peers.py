@@ -31,9 +31,10 @@ as benchmarks/mcmc.py): simcalib's ``run`` (least-squares start included in its 
 time; vectorized engine, 2 chains; ``--reps`` runs with different chain seeds, 3 by
 default, their median ESS per CPU-s reported: one run's ESS swings several-fold on
 these multimodal posteriors) once per ``--kernels`` entry
-``kernel[:iterations[:burn_in]]`` (default: the random walk ``mwg`` at 10,000
-iterations with 5,000 burn-in, as before; ``mala`` at 10,000 / 2,000; ``hmc`` at
-3,000 / 1,000, NUTS's own proportions), and NUTS (2 chains one after the other,
+``kernel[:iterations[:burn_in[:theta_scale]]]`` (default: the random walk ``mwg`` at
+10,000 iterations with 5,000 burn-in, as before; ``mala`` at 10,000 / 2,000; ``hmc``
+at 3,000 / 1,000, NUTS's own proportions, on the linear and on the logit theta
+scale), and NUTS (2 chains one after the other,
 1,000 warm-up + 2,000 draws; 300 + 500 on FitzHugh-Nagumo, whose odeint-adjoint
 gradients are slow; started from simcalib's least-squares fit, whose CPU is charged
 to simcalib only).  NUTS is run twice on one
@@ -304,22 +305,23 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([r["draws"][k] for r in runs]) for k in runs[0]["draws"]}
 
 
-def parse_kernel(spec: str, iterations: int) -> tuple[str, int, int]:
-    """``kernel[:iterations[:burn_in]]`` -> (kernel, iterations, burn_in); burn-in
-    defaults to half the iterations."""
+def parse_kernel(spec: str, iterations: int) -> tuple[str, int, int, str]:
+    """``kernel[:iterations[:burn_in[:theta_scale]]]`` -> (kernel, iterations, burn_in,
+    theta_scale); burn-in defaults to half the iterations, the scale to linear."""
     parts = spec.split(":")
     it = int(parts[1]) if len(parts) > 1 and parts[1] else iterations
     burn = int(parts[2]) if len(parts) > 2 and parts[2] else it // 2
-    return parts[0], it, burn
+    scale = parts[3] if len(parts) > 3 and parts[3] else "linear"
+    return parts[0], it, burn, scale
 
 
 def run_simcalib(pb: Likelihood, name: str, method: str, spec: str, iterations: int,
                  seed: int, rep: int = 0) -> dict[str, Any]:
     """One simcalib run; ``rep`` 0 uses benchmarks/mcmc.py's streams, ``rep`` k > 0
     another chain seed (same data, same least-squares start)."""
-    kernel, iterations, burn_in = parse_kernel(spec, iterations)
+    kernel, iterations, burn_in, scale = parse_kernel(spec, iterations)
     kw: dict[str, Any] = {"iterations": iterations, "burn_in": burn_in, "chains": 2,
-                          "log_every": 0, "progress": False}
+                          "log_every": 0, "progress": False, "theta_scale": scale}
     if kernel != "mwg" or "theta_kernel" in {f.name for f in fields(SamplerConfig)}:
         kw["theta_kernel"] = kernel
     cfg = SamplerConfig.from_dict(kw)
@@ -468,15 +470,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", nargs="+", choices=SETTINGS)
     ap.add_argument("--methods", nargs="+", default=["koh", "mos"], choices=["koh", "mos"])
     ap.add_argument("--kernels", nargs="+",
-                    help="simcalib runs: kernel[:iterations[:burn_in]] with kernel a "
-                    "sampler.theta_kernel (burn-in: half; default: mwg at --iterations, "
-                    "mala:10000:2000, hmc:3000:1000; --quick: mwg, mala, hmc:2000:500)")
+                    help="simcalib runs: kernel[:iterations[:burn_in[:theta_scale]]] with "
+                    "kernel a sampler.theta_kernel (burn-in: half; scale: linear; default: "
+                    "mwg at --iterations, mala:10000:2000, hmc:3000:1000, "
+                    "hmc:3000:1000:logit; --quick: mwg, mala, hmc:2000:500)")
     ap.add_argument("--iterations", type=int, help="simcalib iterations per chain "
                     "of a kernel without its own (default 10,000, --quick 2,000)")
     ap.add_argument("--warmup", type=int, help="NUTS warm-up (default 1,000, "
                     "FitzHugh-Nagumo 300; --quick 300)")
     ap.add_argument("--draws", type=int, help="NUTS draws per chain (default 2,000, "
                     "FitzHugh-Nagumo 500; --quick 500)")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the output's rows of other settings/methods (a run per setting)")
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--reps", type=int, help="simcalib runs per kernel (chain seeds; "
                     "ESS per CPU-s: their median; default 3, --quick 1)")
@@ -495,15 +500,21 @@ def main(argv: list[str] | None = None) -> int:
     settings = args.settings or (["two_mass"] if args.quick else SETTINGS)
     iters = args.iterations or (2000 if args.quick else 10000)
     kernels = args.kernels or (["mwg", "mala", "hmc:2000:500"] if args.quick else
-                               ["mwg", "mala:10000:2000", "hmc:3000:1000"])
+                               ["mwg", "mala:10000:2000", "hmc:3000:1000",
+                                "hmc:3000:1000:logit"])
     t0 = time.perf_counter()
     rows = []
+    kept = pd.DataFrame(columns=COLUMNS)
+    if args.append and Path(args.output).exists():
+        kept = pd.read_csv(args.output)
+        kept = kept[~(kept.setting.isin(settings) & kept.method.isin(args.methods))]
     for s in settings:
         for m in args.methods:
             warmup, draws = NUTS_LENGTH.get(s, (300, 500) if args.quick else (1000, 2000))
             rows.extend(bench(s, m, kernels, iters, args.warmup or warmup, args.draws or draws,
                               args.seed, args.reps or (1 if args.quick else 3)))
-            write_csv(pd.DataFrame(rows, columns=COLUMNS), args.output)
+            new = pd.DataFrame(rows, columns=COLUMNS)
+            write_csv(pd.concat([kept, new]) if len(kept) else new, args.output)
     df = pd.DataFrame(rows, columns=COLUMNS)
     print()
     print(df[["setting", "method", "kernel", "simcalib_ess_per_cpu_s", "nuts_ess_per_cpu_s",
