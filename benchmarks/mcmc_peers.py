@@ -34,14 +34,14 @@ these multimodal posteriors) once per ``--kernels`` entry
 ``kernel[:iterations[:burn_in[:theta_scale]]]`` (default: the random walk ``mwg`` at
 10,000 iterations with 5,000 burn-in, as before; ``mala`` at 10,000 / 2,000; ``hmc``
 at 3,000 / 1,000, NUTS's own proportions, on the linear and on the logit theta
-scale), and NUTS (2 chains one after the other,
-1,000 warm-up + 2,000 draws; 300 + 500 on FitzHugh-Nagumo, whose odeint-adjoint
-gradients are slow; started from simcalib's least-squares fit, whose CPU is charged
-to simcalib only).  NUTS is run twice on one
-compiled program: the first (cold) run's CPU includes JAX's tracing and compilation,
-the second run (another seed) does not.  ESS = ArviZ bulk ESS, min over theta, gamma,
-ell and sigma^2 (simcalib.bayes.convergence.diagnose, for both); CPU = process CPU
-time (XLA limited to one thread).  ``max_mean_diff_sd``: the largest
+scale), and NUTS (2 chains one after the other, 1,000 warm-up + 2,000 draws; 300 +
+500 on FitzHugh-Nagumo, whose odeint-adjoint gradients are slow, 500 + 1,000 on
+four-mass; started from simcalib's least-squares fit, whose CPU is charged to
+simcalib only).  NUTS is run twice on one compiled program: the first (cold) run's
+CPU includes JAX's tracing and compilation, the second run (another seed) does not.
+ESS = ArviZ bulk ESS, min over theta, gamma, ell and sigma^2
+(simcalib.bayes.convergence.diagnose, for both); CPU = process CPU time (XLA limited
+to one thread).  ``max_mean_diff_sd``: the largest
 ``|mean_simcalib - mean_nuts| / sd_nuts`` over theta, log gamma, log ell, log sigma^2
 (draws pooled: simcalib's runs of that kernel, NUTS's two runs), ``max_sd_rel_diff``
 ``|sd_simcalib / sd_nuts - 1|``, each with the parameter where it occurs.
@@ -99,8 +99,9 @@ COLUMNS = ["setting", "method", "kernel", "simcalib_iterations", "simcalib_burn_
 SETTINGS = ["two_mass", "fitzhugh_nagumo", "four_mass"]
 #: NUTS warm-up and draws per chain where --warmup/--draws are not given: FitzHugh-Nagumo's
 #: gradients go through odeint's adjoint (~17-21 ms each here, 1,000 + 2,000 would take
-#: over an hour per method), so its chains are shorter; ESS per CPU-s is a rate
-NUTS_LENGTH = {"fitzhugh_nagumo": (300, 500)}
+#: over an hour per method), so its chains are shorter, and four-mass's (MOS gradients
+#: ~2.5 ms, trees of 15-30 steps) too; ESS per CPU-s is a rate
+NUTS_LENGTH = {"fitzhugh_nagumo": (300, 500), "four_mass": (500, 1000)}
 REL_TOL = 1e-8
 
 
@@ -477,9 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, help="simcalib iterations per chain "
                     "of a kernel without its own (default 10,000, --quick 2,000)")
     ap.add_argument("--warmup", type=int, help="NUTS warm-up (default 1,000, "
-                    "FitzHugh-Nagumo 300; --quick 300)")
+                    "FitzHugh-Nagumo 300, four-mass 500; --quick 300)")
     ap.add_argument("--draws", type=int, help="NUTS draws per chain (default 2,000, "
-                    "FitzHugh-Nagumo 500; --quick 500)")
+                    "FitzHugh-Nagumo 500, four-mass 1,000; --quick 500)")
     ap.add_argument("--append", action="store_true",
                     help="keep the output's rows of other settings/methods (a run per setting)")
     ap.add_argument("--seed", type=int, default=20261202)
