@@ -250,6 +250,11 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("bayes-replications", {"bayes.replications": 0}, "bayes.replications"),
     ("bayes-burn-in", {"bayes.sampler.burn_in": 200}, "bayes.sampler.burn_in"),
     ("bayes-sampler-typo", {"bayes.sampler.iteration": 10}, "bayes.sampler.iteration"),
+    ("bayes-kernel-sequential", {"bayes.sampler.theta_kernel": "hmc",
+                                 "bayes.sampler.engine": "sequential"},
+     "bayes.sampler.theta_kernel"),  # new
+    ("bayes-kernel-unknown", {"bayes.sampler.theta_kernel": "nuts"},
+     "bayes.sampler.theta_kernel"),  # new
     ("bayes-predict-draws", {"bayes.predict_draws": 5}, "bayes.predict_draws"),
     ("bayes-bounds-unknown", {"bayes.setting_options": {"two_mass": {"bounds": {"zz": [0, 1]}}}},
      "bayes.setting_options.two_mass.bounds.zz"),  # new

@@ -27,6 +27,10 @@ def check_bayes(config: dict[str, Any]) -> None:
     s = b.get("sampler") or {}
     if "iterations" in s and s.get("burn_in", 0) >= s["iterations"]:
         raise ConfigError("bayes.sampler.burn_in", f"must be < iterations ({s['iterations']})")
+    if s.get("theta_kernel", "mwg") != "mwg" and s.get("engine") == "sequential":
+        raise ConfigError("bayes.sampler.theta_kernel",
+                          "mala and hmc need engine vectorized (the sequential engine has "
+                          "the random-walk kernel only)")
     opts = b.get("setting_options") or {}
     for name in b.get("settings") or []:
         if name not in BUILTIN and "model" not in opts.get(name, {}):
@@ -50,6 +54,10 @@ def check_bayes(config: dict[str, Any]) -> None:
         if "sigma2_prior" in o and o["sigma2_prior"][0] <= 0:
             raise ConfigError(f"bayes.setting_options.{name}.sigma2_prior", "alpha must be > 0")
         so = o.get("sampler") or {}
+        if (so.get("theta_kernel", s.get("theta_kernel", "mwg")) != "mwg"
+                and s.get("engine") == "sequential"):
+            raise ConfigError(f"bayes.setting_options.{name}.sampler.theta_kernel",
+                              "mala and hmc need bayes.sampler.engine vectorized")
         it = so.get("iterations", s.get("iterations"))
         if it is not None and so.get("burn_in", s.get("burn_in", 0)) >= it:
             raise ConfigError(f"bayes.setting_options.{name}.sampler.burn_in",
