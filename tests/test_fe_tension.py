@@ -1,4 +1,4 @@
-"""Verification of the finite-element tension model (multisource/fe) before use:
+"""Verification of the finite-element tension model (simulators/fe) before use:
 Kirsch's and Inglis' elastic stress concentrations, the homogeneous bar against the
 closed-form uniaxial curve of every hardening law, mesh convergence, the consistent
 tangent (finite differences) and Newton's quadratic convergence."""
@@ -11,10 +11,10 @@ from scipy.optimize import brentq
 
 pytest.importorskip("skfem")
 
-from simcalib.multisource.fe.material import Material, hardening  # noqa: E402
-from simcalib.multisource.fe.mesh import MeshSize, quarter_plate, rectangle  # noqa: E402
-from simcalib.multisource.fe.solver import Solver, build  # noqa: E402
-from simcalib.multisource.fe.specimen import Specimen, simulate  # noqa: E402
+from simcalib.simulators.fe.material import Material, hardening  # noqa: E402
+from simcalib.simulators.fe.mesh import MeshSize, quarter_plate, rectangle  # noqa: E402
+from simcalib.simulators.fe.solver import Solver, build  # noqa: E402
+from simcalib.simulators.fe.specimen import Specimen, simulate  # noqa: E402
 
 HOLLOMAN = {"E": 206000.0, "nu": 0.26, "sigma0": 650.0, "K": 1500.0, "n": 0.36}
 VOCE1 = {"E": 180000.0, "nu": 0.33, "sigma0": 500.0, "R0": 2000.0, "Rinf1": 400.0,
@@ -149,7 +149,7 @@ def test_poisson_ratio_moves_out_of_plane_displacement():
 def test_point_operators_reproduce_linear_fields():
     """The 12-point read-out is exact for linear fields: displacements through the
     P2 probes (mirrored to X < 0 by the caller) and eps_zz through the P1 projection."""
-    from simcalib.multisource.fe.specimen import _probes
+    from simcalib.simulators.fe.specimen import _probes
 
     model = build(*quarter_plate(5.0, 20.0, 1.5, 1.2))
     pts = Specimen().points()

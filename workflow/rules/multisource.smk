@@ -18,6 +18,8 @@ localrules:
 
 
 rule ms_data:
+    input:
+        unpack(ms_fe_datasets),
     output:
         data="results/multisource/{ms_case}/data.csv",
         spec="results/multisource/{ms_case}/spec.json",
@@ -35,9 +37,12 @@ rule ms_data:
     params:
         cfg=lambda w: as_json(ms_params.data_params(config, w.ms_case)),
         seed=config["seed"],
+        datasets=lambda w, input: (
+            "--datasets " + " ".join(f"{k}={v}" for k, v in input.items()) if len(input) else ""
+        ),
     shell:
         "python -m simcalib ms-data --case {wildcards.ms_case} --params {params.cfg:q} "
-        "--seed {params.seed} --output-data {output.data} --output-spec {output.spec} "
+        "--seed {params.seed} {params.datasets} --output-data {output.data} --output-spec {output.spec} "
         "--output-theta-mse {output.mse} > {log} 2>&1"
 
 

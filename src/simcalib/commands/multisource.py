@@ -21,6 +21,7 @@ from simcalib.commands._common import (
     load_params,
     seed_from_args,
 )
+from simcalib.errors import ConfigError
 
 log = logging.getLogger("simcalib.multisource")
 
@@ -54,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--case", choices=CASES, required=True, help="which case to generate")
     add_params_or_config(p, "the case's data settings (multisource.<case>.data)",
                          "multisource.<case>.data is read from it")
+    p.add_argument("--datasets", nargs="+", metavar="SOURCE=CSV", default=[],
+                   help="hardening case on the FE model: each source's FE study dataset "
+                        "(s0=results/<study>/dataset.csv s1=... s2=...)")
     p.add_argument("--output-data", dest="data", required=True,
                    help="long data table (CSV) to write")
     p.add_argument("--output-spec", dest="spec", required=True,
@@ -113,7 +117,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_data(args: argparse.Namespace) -> int:
     from simcalib.multisource.pipeline import generate
 
-    df, spec, mse = generate(args.case, _ms_params(args, "data"), seed_from_args(args))
+    datasets = {}
+    for item in args.datasets:
+        src, sep, path = item.partition("=")
+        if not sep or not path:
+            raise ConfigError("--datasets", f"{item!r} is not SOURCE=CSV (e.g. s0=results/"
+                              "tension_holloman/dataset.csv)")
+        datasets[src] = path
+    df, spec, mse = generate(args.case, _ms_params(args, "data"), seed_from_args(args),
+                             datasets)
     timing.write_csv(df, args.data)
     io.write_json(spec.to_dict(), args.spec)
     io.write_csv(mse, args.theta_mse)

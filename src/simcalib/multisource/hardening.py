@@ -1,48 +1,34 @@
-"""Reduced mechanics model for the hardening-law study (paper §4.2).
+"""The hardening-law study (paper 2, §4.2) on the finite-element specimen.
 
-A tensile bar (width W, thickness T, gauge length L) with a centred elliptical hole
-of semi-axes ``a`` (across the width) and ``b`` (along the load) is pulled by a
-prescribed displacement ``u`` of a reference point on its top end, bottom end fixed.
-The bar is a 1-D chain of ``n_el`` two-node elements along the load axis; element e
-carries the net cross-section of its mid-height,
+Three sources, each a study of the workflow whose simulator is ``type: tension_fe``
+(:mod:`simcalib.simulators.tension_fe`): ``s0`` the Holloman law with Table 2's fixed
+constants (high fidelity), ``s1`` / ``s2`` the Voce law with one / two saturation
+terms, their constants drawn over Table 2's ranges by the study's design.  Their runs
+are designed, chunked, journaled and cached by the simulation stage like any study's;
+this module turns the three ``dataset.csv`` files into iPro-NC's long table (one row
+per specimen and load step: inputs ``a, b, u``, outputs ``F`` and the 12 points'
+``ux, uy, uz``), computes the theta^MSE reference and runs the direct least-squares
+baseline with the FE model itself.
 
-    A(y) = T * (W - 2 a sqrt(1 - (y/b)^2))   for |y| < b,   T W otherwise,
-
-so the same force F gives a higher stress next to the hole.  Each element follows
-rate-independent J2 plasticity in 1-D with isotropic hardening sigma_y(eps_p): the
-return mapping is eps_p,new = max(eps_p,old, sigma_y^{-1}(F / A)) (exact for a
-statically determinate chain), and F at every step solves sum_e L_e eps_e(F) = u
-by a safeguarded Newton iteration.  Lateral (x) and through-thickness (z) strains
-are ``-nu sigma/E - eps_p / 2`` (elastic Poisson effect plus plastic
-incompressibility), which is what makes nu observable.
-
-Outputs per loading step: the reaction force F at the reference point and the
-(x, y, z) displacements of 12 points on the top-left quadrant of the front surface
-(x < 0, y > 0), ``ux = eps_x(y) X``, ``uy = integral of eps from the bottom``,
-``uz = eps_z(y) T / 2``.
-
-Limits (documented in docs/multisource.md): no stress concentration across the
-section (the net-section stress is uniform, so the peak at the hole edge is
-underestimated), no necking or localisation, no shear or bending, small strains,
-monotonic loading (unloading would be elastic and is handled, but never occurs).
-It is a fast, physically consistent stand-in for the paper's 3-D FE model, not a
-replacement for it.
-
-Materials: high fidelity = Holloman ``sigma0 + K eps_p^n`` with Table 2's fixed values;
-low fidelity s1/s2 = Voce with one or two saturating terms,
-``sigma0 + R0 eps_p + sum_i Rinf_i (1 - exp(-b_i eps_p))``, parameters over Table 2's
-ranges.  Units: MPa, mm, N.
+Splits follow the design order (a Sobol or random design's prefix is as spread as the
+whole): the last ``n_test`` successful runs of a source are its test specimens, of the
+rest a ``val_fraction / (1 + val_fraction)`` share (at least one) validates and the
+remainder trains, so ``design.n = n_train (1 + val_fraction) + n_test``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from simcalib.errors import ConfigError, DataError
 from simcalib.multisource.problem import ProblemSpec, SourceSpec
+
+log = logging.getLogger("simcalib.multisource")
 
 # Table 2 of the paper (E in MPa here).
 HOLLOMAN = {"E": 206000.0, "nu": 0.26, "sigma0": 650.0, "K": 1500.0, "n": 0.36}
@@ -52,205 +38,13 @@ VOCE_RANGES = {"E": (100000.0, 300000.0), "nu": (0.2, 0.4), "sigma0": (400.0, 90
 THETA = {"s1": ["E", "nu", "sigma0", "R0", "Rinf1", "b1"],
          "s2": ["E", "nu", "sigma0", "R0", "Rinf1", "b1", "Rinf2", "b2"]}
 ELASTIC = ["E", "nu", "sigma0"]
-
-
-@dataclass(frozen=True)
-class Geometry:
-    width: float = 10.0
-    thickness: float = 2.0
-    length: float = 40.0
-    n_el: int = 40
-
-    def points(self) -> np.ndarray:
-        """12 surface points of the top-left quadrant: (X, Y) in mm."""
-        y = np.linspace(0.0, 0.3 * self.length, 12)
-        x = np.tile([-0.45, -0.35, -0.25], 4) * self.width
-        return np.stack([x, y], axis=1)
-
-
-def _voce_terms(p: dict[str, np.ndarray], eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    g, dg = p["sigma0"] + p["R0"] * eps, p["R0"] + 0 * eps
-    for i in (1, 2):
-        if f"Rinf{i}" in p:
-            e = np.exp(-p[f"b{i}"] * eps)
-            g = g + p[f"Rinf{i}"] * (1 - e)
-            dg = dg + p[f"Rinf{i}"] * p[f"b{i}"] * e
-    return g, dg
-
-
-def hardening_inverse(law: str, p: dict[str, np.ndarray], sigma: np.ndarray,
-                      start: np.ndarray | None = None) -> np.ndarray:
-    """eps_p with sigma_y(eps_p) = sigma (0 below sigma0), vectorised.  ``start``
-    (e.g. the previous plastic strain) must not exceed the root where sigma_y(start)
-    <= sigma; elsewhere the result is not used by the caller."""
-    over = sigma - p["sigma0"]
-    if law == "holloman":
-        return np.where(over > 0, (np.maximum(over, 0) / p["K"]) ** (1.0 / p["n"]), 0.0)
-    # Voce is concave increasing: from a point left of the root Newton climbs to it
-    # monotonically.  (sigma - sigma0 - sum Rinf) / R0 is such a point.
-    sat = sum(p[f"Rinf{i}"] for i in (1, 2) if f"Rinf{i}" in p)
-    eps = np.maximum((over - sat) / p["R0"], 0.0)
-    if start is not None:
-        eps = np.maximum(eps, start)
-    tol = max(1e-11 * float(np.max(np.abs(sigma))), 1e-9)
-    for _ in range(60):
-        g, dg = _voce_terms(p, eps)
-        res = g - sigma
-        eps = np.maximum(eps - res / dg, 0.0)
-        if np.max(np.abs(res) * (over > 0)) <= tol:
-            break
-    return np.where(over > 0, eps, 0.0)
-
-
-def _slope(law: str, p: dict[str, np.ndarray], eps: np.ndarray) -> np.ndarray:
-    """d sigma_y / d eps_p (large where eps_p -> 0 for Holloman)."""
-    if law == "holloman":
-        return p["K"] * p["n"] * np.maximum(eps, 1e-12) ** (p["n"] - 1)
-    return _voce_terms(p, eps)[1]
-
-
-def simulate(law: str, params: dict[str, np.ndarray | float], a: np.ndarray, b: np.ndarray,
-             u_steps: np.ndarray, geom: Geometry = Geometry()) -> dict[str, np.ndarray]:
-    """Run ``len(a)`` specimens through the loading history ``u_steps`` (mm).
-
-    ``params`` values are scalars or arrays of length ``len(a)``.  Returns arrays
-    ``F`` [n, steps], ``ux``, ``uy``, ``uz`` [n, steps, 12].  The hole region
-    |y| < b is cut into ``geom.n_el`` elements; the two full-section parts above and
-    below carry a uniform stress and are one element each.
-    """
-    a, b = np.atleast_1d(a).astype(float), np.atleast_1d(b).astype(float)
-    n, half = a.size, geom.length / 2
-    p = {k: np.broadcast_to(np.asarray(v, float), (n,))[:, None] for k, v in params.items()}
-    t = np.linspace(-1.0, 1.0, geom.n_el + 1)
-    edges = np.concatenate([np.full((n, 1), -half), b[:, None] * t[None, :],
-                            np.full((n, 1), half)], axis=1)                # [n, n_el+3]
-    ymid, le = (edges[:, 1:] + edges[:, :-1]) / 2, np.diff(edges, axis=1)
-    rel = np.clip(1 - (ymid / b[:, None]) ** 2, 0, None)
-    area = geom.thickness * (geom.width - 2 * a[:, None] * np.sqrt(rel))
-    pts = geom.points()
-    el = np.clip((edges[:, None, 1:-1] <= pts[None, :, 1:2]).sum(axis=2), 0, le.shape[1] - 1)
-    rows = np.arange(n)[:, None]
-    E, nu = p["E"], p["nu"]
-    eps_p = np.zeros_like(area)
-    F = np.zeros(n)
-    out = {k: np.zeros((n, len(u_steps), 12)) for k in ("ux", "uy", "uz")}
-    out["F"] = np.zeros((n, len(u_steps)))
-    compliance = (le / area).sum(axis=1)
-    for k, u in enumerate(u_steps):
-        lo, hi = np.zeros(n), u / compliance * E[:, 0] * 1.0001       # elastic upper bound
-        # Predictor: linear extrapolation of F(u); F is concave in u, so this lands
-        # right of the root and Newton then converges monotonically.
-        if k >= 2:
-            du = (u - u_steps[k - 1]) / (u_steps[k - 1] - u_steps[k - 2])
-            F = out["F"][:, k - 1] + du * (out["F"][:, k - 1] - out["F"][:, k - 2])
-        elif k == 1:
-            F = out["F"][:, 0] * u / u_steps[0]
-        F = np.clip(F, lo, hi)
-        for it in range(100):
-            sig = F[:, None] / area
-            ep = np.maximum(eps_p, hardening_inverse(law, p, sig, eps_p))
-            r = ((sig / E + ep) * le).sum(axis=1) - u
-            done = np.abs(r) <= 1e-8 * u
-            if np.all(done):
-                break
-            lo, hi = np.where(r < 0, F, lo), np.where(r > 0, F, hi)
-            dep = np.where(ep > eps_p, 1.0 / _slope(law, p, ep), 0.0)
-            Fn = F - r / ((1.0 / E + dep) * le / area).sum(axis=1)
-            # u(F) is increasing and convex (kinks only where an element starts to
-            # yield, each raising the slope), so Newton overshoots at most once;
-            # bisect when it leaves the bracket, and always after 40 iterations.
-            bad = (Fn <= lo) | (Fn >= hi) | ~np.isfinite(Fn) | (it >= 40)
-            F = np.where(done, F, np.where(bad, (lo + hi) / 2, Fn))
-        sig = F[:, None] / area
-        eps_p = np.maximum(eps_p, hardening_inverse(law, p, sig, eps_p))
-        eps = sig / E + eps_p
-        lateral = -nu * sig / E - 0.5 * eps_p
-        disp = np.concatenate([np.zeros((n, 1)), np.cumsum(eps * le, axis=1)], axis=1)
-        y_lo = edges[rows, el]
-        out["uy"][:, k] = disp[rows, el] + eps[rows, el] * (pts[None, :, 1] - y_lo)
-        out["ux"][:, k] = lateral[rows, el] * pts[None, :, 0]
-        out["uz"][:, k] = lateral[rows, el] * geom.thickness / 2
-        out["F"][:, k] = F
-    return out
-
-
+SOURCES = ("s0", "s1", "s2")
+LAW = {"s0": "holloman", "s1": "voce1", "s2": "voce2"}
 OUT_GROUPS = {"ux": [f"ux{i:02d}" for i in range(1, 13)],
               "uy": [f"uy{i:02d}" for i in range(1, 13)],
               "uz": [f"uz{i:02d}" for i in range(1, 13)],
               "F": ["F"]}
-
-
-def to_rows(sim: dict[str, np.ndarray], a: np.ndarray, b: np.ndarray,
-            u_steps: np.ndarray) -> dict[str, np.ndarray]:
-    """Flatten (specimen, step) into rows with inputs a, b, u and the 37 outputs."""
-    n, s = sim["F"].shape
-    cols = {"specimen": np.repeat(np.arange(n), s), "a": np.repeat(a, s),
-            "b": np.repeat(b, s), "u": np.tile(u_steps, n), "F": sim["F"].reshape(-1)}
-    for g in ("ux", "uy", "uz"):
-        flat = sim[g].reshape(n * s, 12)
-        for i, c in enumerate(OUT_GROUPS[g]):
-            cols[c] = flat[:, i]
-    return cols
-
-
-def law_of(source: str) -> str:
-    return "holloman" if source == "s0" else "voce"
-
-
-def source_params(source: str, theta: dict[str, np.ndarray] | None = None) -> dict:
-    """Material parameters of a source: Holloman's fixed values for s0, else ``theta``
-    (missing Voce terms of s1 are absent, so n = 1)."""
-    if source == "s0":
-        return dict(HOLLOMAN)
-    return {k: theta[k] for k in THETA[source]}
-
-
-def _design(n: int, names: list[str], rng: np.random.Generator,
-            hole: tuple[float, float]) -> dict[str, np.ndarray]:
-    d = {"a": rng.uniform(*hole, n), "b": rng.uniform(*hole, n)}
-    for t in names:
-        d[t] = rng.uniform(*VOCE_RANGES[t], n)
-    return d
-
-
-def generate(p: dict, rng: np.random.Generator) -> pd.DataFrame:
-    """One long table (see :mod:`.problem`): per source ``n_train`` specimens for
-    training, ``round(n * val_fraction)`` for validation and ``n_test`` for testing,
-    each contributing one row per loading step.  LF parameters are drawn uniformly
-    over Table 2's ranges; HF uses Holloman's fixed values.  ``noise_rel`` adds
-    Gaussian noise with sd = noise_rel * sd(output group) to the HF rows."""
-    geom = Geometry(n_el=int(p["n_el"]))
-    u_steps = np.linspace(p["u_max"] / p["n_steps"], p["u_max"], int(p["n_steps"]))
-    all_theta = THETA["s2"]
-    frames = []
-    spec_id = 0
-    for src in ("s0", "s1", "s2"):
-        n = int(p["n_train"][src])
-        sizes = {"train": n, "val": max(1, round(n * p["val_fraction"])),
-                 "test": int(p["n_test"])}
-        for split, m in sizes.items():
-            d = _design(m, THETA.get(src, []), rng, tuple(p["hole"]))
-            theta = {t: d[t] for t in THETA.get(src, [])}
-            sim = simulate(law_of(src), source_params(src, theta), d["a"], d["b"], u_steps, geom)
-            cols = to_rows(sim, d["a"], d["b"], u_steps)
-            cols["specimen"] = cols["specimen"] + spec_id
-            spec_id += m
-            df = pd.DataFrame(cols)
-            for t in all_theta:
-                df[t] = np.repeat(d[t], len(u_steps)) if t in theta else np.nan
-            df.insert(0, "split", split)
-            df.insert(0, "source", src)
-            frames.append(df)
-    df = pd.concat(frames, ignore_index=True)
-    y_cols = [c for g in OUT_GROUPS.values() for c in g]
-    for c in y_cols:
-        df[f"true_{c}"] = df[c]
-    if p.get("noise_rel", 0.0) > 0:
-        hf = df["source"] == "s0"
-        for cols in OUT_GROUPS.values():
-            sd = float(np.std(df.loc[hf, cols].to_numpy()))
-            df.loc[hf, cols] += rng.normal(size=(int(hf.sum()), len(cols))) * p["noise_rel"] * sd
-    return df
+Y_COLS = [c for g in OUT_GROUPS.values() for c in g]
 
 
 def problem() -> ProblemSpec:
@@ -259,67 +53,223 @@ def problem() -> ProblemSpec:
                        x=["a", "b", "u"], outputs={k: list(v) for k, v in OUT_GROUPS.items()})
 
 
-def lf_model(source: str, a: np.ndarray, b: np.ndarray, u_steps: np.ndarray, geom: Geometry
-             ) -> Callable[[dict[str, float]], np.ndarray]:
-    """theta -> outputs [n_specimens * steps, 37] of a Voce source (for least squares)."""
-    def run(theta: dict[str, float]) -> np.ndarray:
-        sim = simulate("voce", source_params(source, theta), a, b, u_steps, geom)
-        cols = to_rows(sim, a, b, u_steps)
-        return np.column_stack([cols[c] for g in OUT_GROUPS.values() for c in g])
-    return run
+def check_studies(config: Mapping[str, Any], key: str = "multisource.hardening") -> None:
+    """The FE case's three studies exist, run ``tension_fe`` with the source's law, have
+    the inputs the source needs and share the load steps and the specimen."""
+    from simcalib.simulators.tension_fe import DEFAULTS
+
+    names = (config.get("multisource") or {}).get("hardening", {}).get("studies") or {}
+    studies = config.get("studies") or {}
+    steps = {}
+    for src in SOURCES:
+        name = names.get(src)
+        if name not in studies:
+            raise ConfigError(f"{key}.studies.{src}", f"no study {name!r} in `studies` "
+                              f"(have: {sorted(studies)})")
+        st = studies[name]
+        sim = st.get("simulator") or {}
+        opts = sim.get("options") or {}
+        skey = f"studies.{name}.simulator"
+        if sim.get("type") != "tension_fe":
+            raise ConfigError(f"{skey}.type", f"source {src} of the hardening case needs a "
+                              f"tension_fe simulator, not {sim.get('type')!r}")
+        if opts.get("law", "holloman") != LAW[src]:
+            raise ConfigError(f"{skey}.options.law", f"source {src} is the {LAW[src]} law, "
+                              f"not {opts.get('law', 'holloman')!r}")
+        if (sim.get("replicates") or 1) > 1 or sim.get("derived_outputs") or sim.get("fail_region"):
+            raise ConfigError(skey, "the hardening case reads the FE outputs as they are: "
+                              "no replicates, derived_outputs or fail_region")
+        inputs = set(st.get("parameters") or {}) | set(st.get("contexts") or {})
+        need = {"a", "b", *THETA.get(src, [])}
+        if inputs != need:
+            raise ConfigError(f"studies.{name}.parameters", f"source {src} needs exactly the "
+                              f"inputs {sorted(need)}, has {sorted(inputs)}")
+        n = (st.get("design") or {}).get("n")
+        least = int(config["multisource"]["hardening"]["data"]["n_test"]) + 3
+        if isinstance(n, int) and n < least:
+            raise ConfigError(f"studies.{name}.design.n", f"{n} runs leave no 2 training and 1 "
+                              f"validation specimens after n_test; at least {least}")
+        if st.get("outputs"):
+            raise ConfigError(f"studies.{name}.outputs", "leave out: the hardening case "
+                              "needs every FE output")
+        steps[src] = (opts.get("u_max", DEFAULTS["u_max"]),
+                      opts.get("n_steps", DEFAULTS["n_steps"]), opts.get("specimen") or {})
+    if len(set(map(repr, steps.values()))) > 1:
+        raise ConfigError(f"{key}.studies", "the three studies must share u_max, n_steps and "
+                          f"specimen (loads and points must match); got {steps}")
 
 
-def lf_batch_model(source: str, a: np.ndarray, b: np.ndarray, u_steps: np.ndarray,
-                   geom: Geometry) -> Callable[[list[dict[str, float]]], list[np.ndarray]]:
-    """Several thetas in one vectorised run (the specimens are tiled per theta)."""
+def _steps(columns: list[str]) -> list[str]:
+    return sorted({c.rsplit("_s", 1)[1] for c in columns if c.startswith("F_s")})
+
+
+def to_long(wide: pd.DataFrame, u_steps: np.ndarray) -> pd.DataFrame:
+    """One FE dataset (a row per run, ``<output>_sKK`` columns) -> a row per step."""
+    ks = _steps(list(wide.columns))
+    if len(ks) != len(u_steps):
+        raise DataError("dataset", f"{len(ks)} load steps in the outputs, expected "
+                        f"{len(u_steps)}")
+    parts = []
+    for i, k in enumerate(ks):
+        cols = {c: wide[f"{c}_s{k}"].to_numpy(float) for c in Y_COLS}
+        parts.append(pd.DataFrame({"run_id": wide["run_id"].to_numpy(), "a": wide["a"],
+                                   "b": wide["b"], "u": u_steps[i], **cols,
+                                   "_step": i}))
+    return (pd.concat(parts, ignore_index=True).sort_values(["run_id", "_step"])
+            .drop(columns="_step").reset_index(drop=True))
+
+
+def split_sizes(n: int, n_test: int, val_fraction: float) -> tuple[int, int, int]:
+    """(train, val, test) specimens of a source with ``n`` successful runs."""
+    rest = n - n_test
+    n_val = max(1, round(rest * val_fraction / (1.0 + val_fraction)))
+    if rest - n_val < 2:
+        raise DataError("dataset", f"{n} successful runs leave fewer than 2 training "
+                        f"specimens after {n_test} test and {n_val} validation specimens")
+    return rest - n_val, n_val, n_test
+
+
+def from_runs(datasets: Mapping[str, pd.DataFrame], params: Mapping[str, Any],
+              rng: np.random.Generator, files: Mapping[str, str] | None = None
+              ) -> pd.DataFrame:
+    """iPro-NC's long table from the three sources' FE datasets (see module doc).
+    ``noise_rel`` adds Gaussian noise with sd = noise_rel * sd(output group) to the
+    HF rows (noise-free copies kept as ``true_<output>``)."""
+    u_steps = np.linspace(params["u_max"] / params["n_steps"], params["u_max"],
+                          int(params["n_steps"]))
+    frames, spec_id = [], 0
+    for src in SOURCES:
+        df = datasets[src]
+        name = (files or {}).get(src, src)
+        if "run_id" not in df or "status" not in df:
+            raise DataError(name, "not a simulation dataset (no run_id / status column)")
+        ok = df[df["status"] == "ok"].sort_values("run_id").reset_index(drop=True)
+        failed = len(df) - len(ok)
+        if failed:
+            kinds = df.loc[df["status"] != "ok", "status"].value_counts().to_dict()
+            log.warning("hardening: source %s: %d of %d FE runs failed (%s); left out of "
+                        "the data", src, failed, len(df), kinds)
+        sizes = split_sizes(len(ok), int(params["n_test"]), float(params["val_fraction"]))
+        split = np.repeat(["train", "val", "test"], sizes)
+        missing = [t for t in THETA.get(src, []) if t not in ok]
+        if missing:
+            raise DataError(name, f"source {src}: missing input column(s) {missing}")
+        long = to_long(ok, u_steps)
+        per_run = len(u_steps)
+        long.insert(0, "specimen", np.repeat(np.arange(len(ok)) + spec_id, per_run))
+        spec_id += len(ok)
+        long.insert(0, "split", np.repeat(split, per_run))
+        long.insert(0, "source", src)
+        for t in THETA["s2"]:
+            long[t] = (np.repeat(ok[t].to_numpy(float), per_run) if t in THETA.get(src, [])
+                       else np.nan)
+        frames.append(long.drop(columns="run_id"))
+        log.info("hardening: source %s: %d train, %d val, %d test specimens x %d steps", src,
+                 *sizes, per_run)
+    df = pd.concat(frames, ignore_index=True)
+    for c in Y_COLS:
+        df[f"true_{c}"] = df[c]
+    if params.get("noise_rel", 0.0) > 0:
+        hf = df["source"] == "s0"
+        for cols in OUT_GROUPS.values():
+            sd = float(np.std(df.loc[hf, cols].to_numpy()))
+            df.loc[hf, cols] += (rng.normal(size=(int(hf.sum()), len(cols)))
+                                 * params["noise_rel"] * sd)
+    return df
+
+
+def voce_curve(p: Mapping[str, float], eps: np.ndarray) -> np.ndarray:
+    """Voce yield stress (paper Eq. 14) with the terms ``p`` has."""
+    s = p["sigma0"] + p["R0"] * eps
+    for i in (1, 2):
+        if f"Rinf{i}" in p:
+            s = s + p[f"Rinf{i}"] * (1.0 - np.exp(-p[f"b{i}"] * eps))
+    return s
+
+
+def theta_mse(eps_max: float, n_points: int = 400) -> pd.DataFrame:
+    """theta^MSE of s1 and s2: the Voce law closest (least squares in stress) to
+    Holloman's hardening curve over the plastic strains the HF runs reach,
+    ``[0, eps_max]``, with Holloman's E and nu (the elastic constants are shared
+    physics; ``theta_ref`` holds Holloman's E, nu, sigma0, the paper's reference).
+
+    Why a curve fit, not least squares of the FE outputs: two materials with the same
+    elastic constants and yield curve over the strains reached give the same FE
+    responses, so this is the best any calibration of a Voce source can do, and it
+    costs no FE runs.  Voce's sigma0 lands above Holloman's 650 MPa because Holloman's
+    slope is infinite at eps_p = 0."""
+    from scipy.optimize import least_squares
+
+    eps = np.linspace(0.0, eps_max, n_points)
+    target = HOLLOMAN["sigma0"] + HOLLOMAN["K"] * eps ** HOLLOMAN["n"]
+    rows = []
+    for src in ("s1", "s2"):
+        names = [t for t in THETA[src] if t not in ("E", "nu")]
+        lo = np.array([VOCE_RANGES[t][0] for t in names])
+        hi = np.array([VOCE_RANGES[t][1] for t in names])
+
+        def resid(z: np.ndarray, names: list[str] = names, lo: np.ndarray = lo,
+                  hi: np.ndarray = hi) -> np.ndarray:
+            p = dict(zip(names, lo + z * (hi - lo), strict=True))
+            return (voce_curve(p, eps) - target) / HOLLOMAN["sigma0"]
+
+        best = None
+        for z0 in np.linspace(0.1, 0.9, 5):
+            res = least_squares(resid, np.full(len(names), z0), bounds=(0.0, 1.0),
+                                xtol=1e-12, ftol=1e-12)
+            if best is None or res.cost < best.cost:
+                best = res
+        fit = dict(zip(names, lo + best.x * (hi - lo), strict=True))
+        fit.update(E=HOLLOMAN["E"], nu=HOLLOMAN["nu"])
+        rmse = float(np.sqrt(2 * best.cost / n_points) * HOLLOMAN["sigma0"])
+        for t in THETA[src]:
+            rows.append({"source": src, "parameter": t, "theta_mse": fit[t],
+                         "theta_ref": HOLLOMAN[t] if t in ELASTIC else np.nan,
+                         "objective": rmse})
+    return pd.DataFrame(rows)
+
+
+def fe_model(simulator: Any, src: str, a: np.ndarray, b: np.ndarray
+             ) -> Callable[[list[dict[str, float]]], list[np.ndarray]]:
+    """thetas -> each one's outputs [specimens * steps, 37] from the source's FE
+    simulator (rows ordered specimen-major, steps inside, as :func:`to_long`)."""
     def run(thetas: list[dict[str, float]]) -> list[np.ndarray]:
-        m, n = len(thetas), len(a)
-        params = {k: np.repeat([t[k] for t in thetas], n) for k in THETA[source]}
-        aa, bb = np.tile(a, m), np.tile(b, m)
-        sim = simulate("voce", params, aa, bb, u_steps, geom)
-        cols = to_rows(sim, aa, bb, u_steps)
-        y = np.column_stack([cols[c] for g in OUT_GROUPS.values() for c in g])
-        return np.split(y, m)
+        out = []
+        for th in thetas:
+            rows = pd.DataFrame({"a": a, "b": b, **{t: th[t] for t in THETA[src]}})
+            res = simulator.run(rows, np.zeros(len(rows), dtype=np.int64))
+            res = res.assign(run_id=np.arange(len(rows)), a=a, b=b)
+            n_steps = len(_steps(list(res.columns)))
+            steps = np.arange(1, n_steps + 1, dtype=float)      # labels only
+            long = to_long(res, steps)
+            y = long[Y_COLS].to_numpy(float)
+            bad = np.repeat((res["status"] != "ok").to_numpy(), n_steps)
+            y[bad] = np.nan
+            out.append(y)
+        return out
     return run
 
 
-def lsq_fit(source: str, a: np.ndarray, b: np.ndarray, u_steps: np.ndarray, geom: Geometry,
-            y: np.ndarray, starts: np.ndarray, max_nfev: int) -> dict[str, dict[str, float]]:
-    """Least squares of a Voce source against outputs ``y`` of the specimens (a, b)."""
-    from simcalib.multisource.baselines import least_squares_fit
+def lsq_fit(simulators: Mapping[str, Any], hf: pd.DataFrame, n_starts: int,
+            rng: np.random.Generator, max_nfev: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Direct least squares of each Voce FE model against the HF specimens ``hf``
+    (long rows), every parameter free: the baseline that needs no emulator but pays
+    (parameters + 1) x specimens FE runs per iteration."""
+    from simcalib.multisource.baselines import least_squares_fit, start_points
 
+    hf = hf.sort_values(["specimen", "u"])
+    first = hf.drop_duplicates("specimen")
+    a, b = first["a"].to_numpy(float), first["b"].to_numpy(float)
+    y = hf[Y_COLS].to_numpy(float)
     groups, i = [], 0
     for grp in OUT_GROUPS.values():
         groups.append(list(range(i, i + len(grp))))
         i += len(grp)
-    return least_squares_fit(lf_model(source, a, b, u_steps, geom), y, groups,
-                             {t: VOCE_RANGES[t] for t in THETA[source]}, starts,
-                             max_nfev=max_nfev,
-                             batch_model=lf_batch_model(source, a, b, u_steps, geom))
-
-
-def theta_mse(p: dict, rng: np.random.Generator) -> pd.DataFrame:
-    """theta^MSE of s1 and s2: least squares of the Voce model against the noise-free
-    Holloman model on a ``mse_grid`` x ``mse_grid`` grid of hole geometries and the whole loading
-    history, all
-    parameters free.  ``theta_ref`` holds Holloman's E, nu, sigma0 (shared physics)."""
-    from simcalib.multisource.baselines import start_points
-
-    geom = Geometry(n_el=int(p["n_el"]))
-    u_steps = np.linspace(p["u_max"] / p["n_steps"], p["u_max"], int(p["n_steps"]))
-    g = np.linspace(*p["hole"], int(p["mse_grid"]))
-    a, b = (v.ravel() for v in np.meshgrid(g, g))
-    hf = simulate("holloman", HOLLOMAN, a, b, u_steps, geom)
-    cols = to_rows(hf, a, b, u_steps)
-    y = np.column_stack([cols[c] for grp in OUT_GROUPS.values() for c in grp])
-    rows = []
+    fits = {}
     for src in ("s1", "s2"):
-        names = THETA[src]
-        fit = lsq_fit(src, a, b, u_steps, geom, y,
-                      start_points(len(names), int(p["lsq_starts"]), rng),
-                      int(p["lsq_max_nfev"]))
-        for t in names:
-            rows.append({"source": src, "parameter": t, "theta_mse": fit[t]["mean"],
-                         "theta_ref": HOLLOMAN.get(t, np.nan) if t in ELASTIC else np.nan,
-                         "objective": fit[t]["objective"]})
-    return pd.DataFrame(rows)
+        batch = fe_model(simulators[src], src, a, b)
+        fits[src] = least_squares_fit(lambda th, f=batch: f([th])[0], y, groups,
+                                      {t: VOCE_RANGES[t] for t in THETA[src]},
+                                      start_points(len(THETA[src]), n_starts, rng),
+                                      max_nfev=max_nfev, batch_model=batch)
+    return fits

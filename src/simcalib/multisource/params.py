@@ -30,9 +30,32 @@ def split_case(label: str) -> tuple[str, str | None]:
     return case, step or None
 
 
+# what the hardening case reads of each FE study: its simulator and input space
+FE_STUDY_KEYS = ("simulator", "parameters", "contexts")
+
+
 def data_params(config: Mapping[str, Any], case: str) -> dict[str, Any]:
-    """params of ``ms-data`` and ``ms-lsq``: the case's data settings."""
-    return dict(_case(config, case)["data"])
+    """params of ``ms-data`` and ``ms-lsq``: the case's data settings; for the hardening
+    case on the FE model (``model: fe``) also its model, the three studies' names and
+    the parts of their configs that decide the runs (so a change there reruns both)."""
+    c = _case(config, case)
+    d = dict(c["data"])
+    if case == "hardening":
+        d["model"] = c.get("model", "fe")
+        if d["model"] == "fe":
+            studies = config.get("studies") or {}
+            d["studies"] = {src: {"name": name, **{k: studies[name][k] for k in FE_STUDY_KEYS
+                                                   if k in studies.get(name, {})}}
+                            for src, name in (c.get("studies") or {}).items()}
+    return d
+
+
+def fe_datasets(config: Mapping[str, Any]) -> dict[str, str]:
+    """Source -> the ``dataset.csv`` of its FE study (the hardening case's inputs)."""
+    c = _case(config, "hardening")
+    if c.get("model", "fe") != "fe":
+        return {}
+    return {src: f"results/{name}/dataset.csv" for src, name in c["studies"].items()}
 
 
 def fit_params(config: Mapping[str, Any], case: str, scenario: str,

@@ -23,9 +23,20 @@ log = logging.getLogger("simcalib.multisource")
 CASES = ("analytic", "hardening")
 
 
-def generate(case: str, params: Mapping[str, Any], seed: int
+def fe_simulators(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Source -> its FE study's simulator, built from the study config in ``params``."""
+    from simcalib.simulators.factory import build_simulator
+
+    return {src: build_simulator(st, f"studies.{st['name']}")
+            for src, st in params["studies"].items()}
+
+
+def generate(case: str, params: Mapping[str, Any], seed: int,
+             datasets: Mapping[str, str] | None = None
              ) -> tuple[pd.DataFrame, ProblemSpec, pd.DataFrame]:
-    """A case's data table, its problem declaration and the theta^MSE reference."""
+    """A case's data table, its problem declaration and the theta^MSE reference.
+    The hardening case on the FE model (``params['model'] == 'fe'``) reads its
+    sources' runs from ``datasets`` (source -> the FE study's dataset.csv)."""
     g = rng(seed, "multisource", case, "data")
     if case == "analytic":
         from simcalib.multisource import analytic as A
@@ -39,14 +50,42 @@ def generate(case: str, params: Mapping[str, Any], seed: int
             rows += [{"source": src, "parameter": k, "theta_mse": t[k],
                       "theta_ref": np.nan, "objective": t["objective"]} for k in A.THETA[src]]
         mse = pd.DataFrame(rows)
-    else:
+    elif params.get("model", "fe") == "fe":
+        from simcalib import io
         from simcalib.multisource import hardening as H
+        from simcalib.simulators.fe.material import Material
+        from simcalib.simulators.fe.specimen import simulate
+
+        missing = [s for s in H.SOURCES if s not in (datasets or {})]
+        if missing:
+            raise ConfigError("--datasets", f"the FE hardening case needs the FE datasets of "
+                              f"sources {missing} (source=path)")
+        sims = fe_simulators(params)
+        hf = sims["s0"]
+        frames = {src: io.read_csv(datasets[src], required=["run_id", "status", "a", "b"])
+                  for src in H.SOURCES}
+        df = H.from_runs(frames, {**params, "u_max": float(hf.u[-1]), "n_steps": len(hf.u)},
+                         g, datasets)
+        spec = H.problem()
+        # theta^MSE over the plastic strains an HF specimen of mid-range hole reaches
+        mid = df.loc[df.source == "s0", ["a", "b"]].mean()
+        m = hf.material
+        run = simulate(Material("holloman", m["E"], m["nu"],
+                                {k: m[k] for k in ("sigma0", "K", "n")}),
+                       float(mid["a"]), float(mid["b"]), hf.u, hf.spec)
+        eps_max = float(np.max(run.alpha_max))
+        log.info("theta^MSE: Voce fitted to Holloman's curve over eps_p in [0, %.3f]",
+                 eps_max)
+        mse = H.theta_mse(eps_max)
+    else:
+        from simcalib.multisource import bar_fixture as BAR
 
         t0 = time.perf_counter()
-        df = H.generate(params, g)
-        log.info("hardening data: %d rows in %.1f s", len(df), time.perf_counter() - t0)
-        spec = H.problem()
-        mse = H.theta_mse(params, rng(seed, "multisource", case, "theta_mse"))
+        df = BAR.generate(params, g)
+        log.info("hardening data (1-D bar test fixture): %d rows in %.1f s", len(df),
+                 time.perf_counter() - t0)
+        spec = BAR.problem()
+        mse = BAR.theta_mse(params, rng(seed, "multisource", case, "theta_mse"))
     return df, spec, mse
 
 
@@ -204,8 +243,18 @@ def least_squares(case: str, params: Mapping[str, Any], df: pd.DataFrame, seed: 
                 lambda th, s=src: A.f_source(s, x, th), y, [[0], [1], [2]],
                 {t: A.THETA_RANGE for t in names}, B.start_points(len(names), 5, g))
             frames.append(B.to_frame(src, fit, "lsq_direct"))
-    else:
+    elif params.get("model", "fe") == "fe":
         from simcalib.multisource import hardening as H
+
+        specimens = hf.drop_duplicates("specimen")["specimen"].iloc[:int(params["lsq_specimens"])]
+        rows = hf[hf["specimen"].isin(specimens)]
+        log.info("least squares of each Voce FE model against %d HF training specimens",
+                 len(specimens))
+        fits = H.lsq_fit(fe_simulators(params), rows, int(params["lsq_starts"]), g,
+                         int(params["lsq_max_nfev"]))
+        frames = [B.to_frame(src, fit, "lsq_direct") for src, fit in fits.items()]
+    else:
+        from simcalib.multisource import bar_fixture as H
 
         geom = H.Geometry(n_el=int(params["n_el"]))
         u_steps = np.linspace(params["u_max"] / params["n_steps"], params["u_max"],

@@ -90,9 +90,11 @@ def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index,
     A status outside :data:`STATUSES` is a broken simulator contract (a user's
     function returning ``"failed"``), not a failure kind downstream stages know how
     to count, so it raises :class:`ConfigError` naming ``key``."""
-    out = pd.DataFrame(index=index)
-    for name in outputs:
-        out[name] = pd.to_numeric(result[name], errors="coerce") if name in result else np.nan
+    # built in one go: a simulator with hundreds of outputs (tension_fe) would
+    # fragment a frame grown column by column
+    out = pd.DataFrame({name: (pd.to_numeric(result[name], errors="coerce") if name in result
+                               else pd.Series(np.nan, index=index, dtype=float))
+                        for name in outputs}, index=index)
     status = (result["status"].astype(str) if "status" in result
               else pd.Series(STATUS_OK, index=index))
     message = (result["message"].fillna("").astype(str) if "message" in result
@@ -120,9 +122,7 @@ def finalize(result: pd.DataFrame, outputs: Sequence[str], index: pd.Index,
         for i in np.flatnonzero(bad):
             message.iloc[i] = _bad_values(result, outputs, vals[i], i)
         status = status.where(~bad, STATUS_NAN)
-    out["status"] = status.to_numpy()
-    out["message"] = message.to_numpy()
-    return out
+    return out.assign(status=status.to_numpy(), message=message.to_numpy())
 
 
 def _bad_values(result: pd.DataFrame, outputs: Sequence[str], vals: np.ndarray, i: int) -> str:

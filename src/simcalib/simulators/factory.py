@@ -17,6 +17,7 @@ from simcalib.simulators import (  # noqa: F401  (importing them registers the b
     epidemic_adapter,
     pyfunc,
     rosenbrock,
+    tension_fe,
 )
 from simcalib.simulators.base import REGISTRY, Simulator
 from simcalib.simulators.failregion import FailRegion, read_fail_region

@@ -69,3 +69,13 @@ def ms_fit_runtime(case):
         )
 
     return fn
+
+
+def ms_fe_datasets(w):
+    """ms_data's inputs: for the hardening case on the FE model, each source's FE study
+    dataset (named inputs s0, s1, s2), so its runs are the simulation stage's (designed,
+    chunked, journaled, cached); nothing for the analytic case or the bar fixture."""
+    if w.ms_case != "hardening" or not MS["hardening"]["enabled"]:
+        return {}
+    return ms_params.fe_datasets(config)
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simcalib.multisource import hardening as H
+from simcalib.multisource import bar_fixture as H
 from simcalib.multisource.baselines import least_squares_fit, start_points
 
 U = np.linspace(0.05, 0.8, 8)

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simcalib.errors import ConfigError
-from simcalib.multisource.fe.material import Material
-from simcalib.multisource.fe.mesh import MeshSize, quarter_plate
-from simcalib.multisource.fe.solver import Model, Solver, build
+from simcalib.simulators.fe.material import Material
+from simcalib.simulators.fe.mesh import MeshSize, quarter_plate
+from simcalib.simulators.fe.solver import Model, Solver, build
 
 
 @dataclass(frozen=True)

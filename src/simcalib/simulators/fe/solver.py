@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
-from simcalib.multisource.fe.material import SQ2, Material, State, plane_stress_update
+from simcalib.simulators.fe.material import SQ2, Material, State, plane_stress_update
 
 log = logging.getLogger(__name__)
 
