@@ -242,7 +242,7 @@ def fe_model(simulator: Any, src: str, a: np.ndarray, b: np.ndarray
             n_steps = len(_steps(list(res.columns)))
             steps = np.arange(1, n_steps + 1, dtype=float)      # labels only
             long = to_long(res, steps)
-            y = long[Y_COLS].to_numpy(float)
+            y = long[Y_COLS].to_numpy(float, copy=True)
             bad = np.repeat((res["status"] != "ok").to_numpy(), n_steps)
             y[bad] = np.nan
             out.append(y)
