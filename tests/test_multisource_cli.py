@@ -65,7 +65,8 @@ def test_analytic_verbs_end_to_end(tmp_path: Path):
 
 def test_hardening_two_steps(tmp_path: Path):
     d = tmp_path / "hardening"
-    data = {"n_train": {"s0": 2, "s1": 3, "s2": 3}, "val_fraction": 0.5, "n_test": 1,
+    data = {"model": "bar", "n_train": {"s0": 2, "s1": 3, "s2": 3}, "val_fraction": 0.5,
+            "n_test": 1,
             "n_steps": 4, "u_max": 0.8, "n_el": 6, "hole": [1.0, 2.0], "noise_rel": 0.0,
             "lsq_starts": 1, "lsq_max_nfev": 5, "mse_grid": 2}
     _make_data(d, "hardening", data, 1)

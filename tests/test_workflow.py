@@ -66,6 +66,28 @@ def test_every_study_has_dataset_and_targets(workflow_dir: Path) -> None:
         assert {"target_id", *names, "status"} <= set(targets.columns)
 
 
+def test_hardening_case_reads_the_fe_studies_runs(workflow_dir: Path) -> None:
+    """Paper 2's hardening case on the FE specimen: its data are the tension_fe studies'
+    runs (the simulation stage's datasets), step by step, and its tables follow."""
+    res = workflow_dir / "results"
+    data = pd.read_csv(res / "multisource" / "hardening" / "data.csv")
+    for src, study in (("s0", "tension_holloman"), ("s1", "tension_voce1")):
+        runs = pd.read_csv(res / study / "dataset.csv").sort_values("run_id")
+        ok = runs[runs.status == "ok"]
+        rows = data[data.source == src]
+        assert rows.specimen.nunique() == len(ok)
+        first = rows[rows.specimen == rows.specimen.min()].sort_values("u")
+        assert first.F.to_numpy() == pytest.approx(
+            ok.iloc[0][[f"F_s{k:02d}" for k in range(1, 5)]].to_numpy(float))
+        assert first.uz07.to_numpy() == pytest.approx(
+            ok.iloc[0][[f"uz07_s{k:02d}" for k in range(1, 5)]].to_numpy(float))
+    t4 = pd.read_csv(res / "multisource" / "hardening" / "table4_rrmse_step1.csv")
+    assert {"scenario", "predictor", "output", "rrmse"} <= set(t4.columns)
+    assert set(t4.output) == {"ux", "uy", "uz", "F"} and t4.rrmse.notna().all()
+    lsq = pd.read_csv(res / "multisource" / "hardening" / "baseline_lsq.csv")
+    assert set(lsq.source) == {"s1", "s2"} and lsq["mean"].notna().all()
+
+
 def test_second_run_recomputes_nothing(workflow_dir: Path) -> None:
     proc = run_snakemake(workflow_dir, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr

@@ -46,11 +46,19 @@ def kl_sd(sd: torch.Tensor, sigma_p: float, form: str = "paper") -> torch.Tensor
 def ipronc_loss(y: torch.Tensor, mu: torch.Tensor, sd: torch.Tensor, w: torch.Tensor,
                 is_cal: torch.Tensor, theta_sd: torch.Tensor, *, beta_is: float,
                 beta_kl: float, sigma_p: float, phi: float = 0.05, z: float = 1.96,
-                kl_form: str = "paper") -> dict[str, torch.Tensor]:
+                kl_form: str = "paper", beta_nll: float = 0.0) -> dict[str, torch.Tensor]:
     """All terms of Eq. 2.  ``w`` [N, ny] holds the per-source weights (0 = masked),
-    ``is_cal`` [N, 1] marks calibration rows, ``theta_sd`` the learned sds."""
+    ``is_cal`` [N, 1] marks calibration rows, ``theta_sd`` the learned sds.
+
+    ``beta_nll`` > 0 weights each cell's NLL by its predicted variance to the power
+    beta, held constant in the gradient (beta-NLL, Seitzer et al., ICLR 2022): with
+    the plain NLL (0, the paper) a cell the network finds hard gets a large sd early,
+    which scales its mean's gradient by 1/sd^2, so the hardest outputs stay underfit
+    (the hardening study's out-of-plane displacements); 0.5 is the authors' choice."""
     y = torch.where(w > 0, y, mu.detach())          # keep masked cells finite
     nll = gaussian_nll(y, mu, sd) * w
+    if beta_nll > 0:
+        nll = nll * sd.detach() ** (2.0 * beta_nll)
     isc = interval_score(y, mu, sd, phi, z) * w
     cal = is_cal.to(w.dtype)
     terms = {
