@@ -115,6 +115,43 @@ def _toy(theta_star: float, n_hf: int = 30, n_lf: int = 150, seed: int = 0) -> t
     return pd.concat(frames, ignore_index=True), spec
 
 
+def test_beta_nll_gives_every_cell_the_same_mean_gradient():
+    """beta-NLL with beta = 1: the mean's gradient is (mu - y) whatever the sd (a hard
+    cell with a large sd is fitted as hard as an easy one); beta = 0 is the paper's
+    NLL, whose gradient is (mu - y) / sd^2."""
+    y = torch.tensor([[1.0, 1.0]])
+    sd = torch.tensor([[0.1, 2.0]])
+    w = torch.ones(1, 2)
+    grads = {}
+    for beta in (0.0, 1.0):
+        mu = torch.tensor([[0.5, 0.5]], requires_grad=True)
+        t = ipronc_loss(y, mu, sd, w, torch.tensor([[False]]), torch.zeros(0), beta_is=0.0,
+                        beta_kl=0.0, sigma_p=0.2, beta_nll=beta)
+        t["total"].backward()
+        grads[beta] = mu.grad[0].tolist()
+    assert grads[0.0] == pytest.approx([-0.5 / 0.01, -0.5 / 4.0])
+    assert grads[1.0] == pytest.approx([-0.5, -0.5])
+
+
+def test_cosine_schedule_ends_at_one_percent_and_is_checked(monkeypatch):
+    df, spec = _toy(0.7)
+    st = FitSettings(epochs=40, n_seeds=1, block3=[8], log_every=1000, val_every=10,
+                     lr_schedule="cosine")
+    seen = []
+    orig = torch.optim.Adam.step
+
+    def spy(self, *a, **k):
+        seen.append(self.param_groups[0]["lr"])
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    fit_one(df[df.split == "train"], df[df.split == "val"], spec, st, seed=3)
+    assert seen[0] == pytest.approx(st.lr) and seen[-1] < 0.02 * st.lr
+    assert all(a >= b for a, b in zip(seen, seen[1:], strict=False))
+    with pytest.raises(ConfigError, match="lr_schedule"):
+        FitSettings.from_dict({"lr_schedule": "linear"})
+
+
 def test_recovers_known_theta_on_identifiable_toy():
     df, spec = _toy(0.7)
     st = FitSettings(epochs=400, n_seeds=1, block3=[16, 16], log_every=1000)
