@@ -84,6 +84,9 @@ def test_hardening_case_reads_the_fe_studies_runs(workflow_dir: Path) -> None:
     t4 = pd.read_csv(res / "multisource" / "hardening" / "table4_rrmse_step1.csv")
     assert {"scenario", "predictor", "output", "rrmse"} <= set(t4.columns)
     assert set(t4.output) == {"ux", "uy", "uz", "F"} and t4.rrmse.notna().all()
+    paper = t4[(t4.scenario == "all") & (t4.predictor == "s0")].set_index("output")
+    assert paper.loc["uz", "paper_rrmse"] == pytest.approx(0.02041)   # Table 4 beside ours
+    assert (res / "multisource" / "hardening" / "fig_fields.png").stat().st_size > 10_000
     lsq = pd.read_csv(res / "multisource" / "hardening" / "baseline_lsq.csv")
     assert set(lsq.source) == {"s1", "s2"} and lsq["mean"].notna().all()
 

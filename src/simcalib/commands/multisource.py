@@ -188,4 +188,5 @@ def cmd_report(args: argparse.Namespace) -> int:
         plots.latents(tables["fig4_latent.csv"], out / "fig4_latent.png")
     else:
         plots.hardening_curves(tables["fig_force.csv"], out / "fig_force.png")
+        plots.hardening_fields(tables["fig_fields.csv"], out / "fig_fields.png")
     return 0

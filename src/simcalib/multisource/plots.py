@@ -149,3 +149,49 @@ def hardening_curves(df: pd.DataFrame, path: str | Path) -> None:
     fig.suptitle("Hardening law: force-displacement curve of one high-fidelity test "
                  "specimen", fontsize=10)
     _save(fig, path)
+
+
+def hardening_fields(df: pd.DataFrame, path: str | Path) -> None:
+    """Fitted vs FE displacement fields at the last load step of the all-sources fit
+    of each step: left, the 12 points of one HF test specimen (FE field as arrows of
+    (ux, uy), iPro-NC's as dashed arrows, uz as colour); right, every HF test
+    specimen's ux, uy, uz (iPro-NC against FE, the diagonal is exact)."""
+    steps = [s for s in ("step1", "step2") if s in set(df.step)]
+    fig, axes = plt.subplots(len(steps), 4, figsize=(14, 3.4 * len(steps)), squeeze=False)
+    from simcalib.simulators.fe.specimen import Specimen
+
+    pts = Specimen().points()
+    for row, step in zip(axes, steps, strict=True):
+        d = df[(df.step == step) & (df.scenario == "all")]
+        if d.empty:
+            d = df[df.step == step]
+        first = d[(d.a == d.a.iloc[0]) & (d.b == d.b.iloc[0])].sort_values("point")
+        comp = {g: first[first.component == g] for g in ("ux", "uy", "uz")}
+        ax = row[0]
+        sc = ax.scatter(pts[:, 0], pts[:, 1], c=comp["uz"]["fe"], cmap="viridis", s=60,
+                        label="points (colour: FE uz)")
+        scale = 1.0 / max(float(np.abs(comp["uy"]["fe"]).max()), 1e-12) * 3.0
+        ax.quiver(pts[:, 0], pts[:, 1], comp["ux"]["fe"] * scale, comp["uy"]["fe"] * scale,
+                  angles="xy", scale_units="xy", scale=1, color="k", width=0.006, label="FE")
+        ax.quiver(pts[:, 0], pts[:, 1], comp["ux"]["ipronc"] * scale,
+                  comp["uy"]["ipronc"] * scale, angles="xy", scale_units="xy", scale=1,
+                  color="C3", width=0.003, label="iPro-NC (s0)")
+        fig.colorbar(sc, ax=ax, label="FE uz (mm)")
+        ax.set_title(f"{step_text(step)}: one HF test specimen, last step", fontsize=9)
+        ax.set_xlabel("X (mm)")
+        ax.set_ylabel("Y (mm)")
+        ax.legend(fontsize=6, loc="lower left")
+        for ax, g in zip(row[1:], ("ux", "uy", "uz"), strict=True):
+            e = d[d.component == g]
+            ax.plot(e.fe, e.ipronc, ".", ms=3, alpha=0.6)
+            lo, hi = float(min(e.fe.min(), e.ipronc.min())), float(max(e.fe.max(),
+                                                                       e.ipronc.max()))
+            ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+            r = float(np.sqrt(np.mean((e.ipronc - e.fe) ** 2) / max(np.var(e.fe), 1e-300)))
+            ax.set_title(f"{g}: HF test specimens, RRMSE {r:.3f}", fontsize=9)
+            ax.set_xlabel(f"FE {g} (mm)")
+            ax.set_ylabel(f"iPro-NC {g} (mm)")
+    fig.suptitle("Hardening law: displacement fields, iPro-NC (t_s = s0, all sources) vs "
+                 "the FE specimen", fontsize=10)
+    _save(fig, path)
+

@@ -35,6 +35,8 @@ MS_HD_REPORT = [
     "baselines.csv",
     "fig_force.csv",
     "fig_force.png",
+    "fig_fields.csv",
+    "fig_fields.png",
 ]
 MS_HD_STEPS = ["step1", "step2"]
 
