@@ -13,7 +13,8 @@ Modules, one job each:
 - :mod:`.training`  fitting over seeds, validation monitoring
 - :mod:`.readout`   posterior samples, theta summaries, predictions, RRMSE, latents
 - :mod:`.analytic`  the analytic example (paper Eq. 10-12) and its theta^MSE
-- :mod:`.hardening` the reduced mechanics model of the hardening-law study
+- :mod:`.hardening` the hardening-law study on the FE specimen (its three sources' runs)
+- :mod:`.bar_fixture` the 1-D bar stand-in, kept as a fast TEST FIXTURE only
 - :mod:`.baselines` direct least-squares calibration without an emulator
 - :mod:`.plots`     the figures
 """

@@ -80,4 +80,3 @@ def ms_fe_datasets(w):
     if w.ms_case != "hardening" or not MS["hardening"]["enabled"]:
         return {}
     return ms_params.fe_datasets(config)
-
