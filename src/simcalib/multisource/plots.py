@@ -170,17 +170,23 @@ def hardening_fields(df: pd.DataFrame, path: str | Path) -> None:
         ax = row[0]
         sc = ax.scatter(pts[:, 0], pts[:, 1], c=comp["uz"]["fe"], cmap="viridis", s=60,
                         label="points (colour: FE uz)")
-        scale = 1.0 / max(float(np.abs(comp["uy"]["fe"]).max()), 1e-12) * 3.0
+        # arrows of at most 2 mm on the 10 x 12 mm window (displacements magnified)
+        mag = np.hypot(comp["ux"]["fe"].to_numpy(), comp["uy"]["fe"].to_numpy())
+        scale = 2.0 / max(float(mag.max()), 1e-12)
         ax.quiver(pts[:, 0], pts[:, 1], comp["ux"]["fe"] * scale, comp["uy"]["fe"] * scale,
                   angles="xy", scale_units="xy", scale=1, color="k", width=0.006, label="FE")
         ax.quiver(pts[:, 0], pts[:, 1], comp["ux"]["ipronc"] * scale,
                   comp["uy"]["ipronc"] * scale, angles="xy", scale_units="xy", scale=1,
                   color="C3", width=0.003, label="iPro-NC (s0)")
+        ax.set_xlim(pts[:, 0].min() - 1.0, pts[:, 0].max() + 2.5)
+        ax.set_ylim(pts[:, 1].min() - 1.0, pts[:, 1].max() + 2.5)
+        ax.text(0.98, 0.02, f"arrows x{scale:.0f}", transform=ax.transAxes, ha="right",
+                fontsize=7)
         fig.colorbar(sc, ax=ax, label="FE uz (mm)")
         ax.set_title(f"{step_text(step)}: one HF test specimen, last step", fontsize=9)
         ax.set_xlabel("X (mm)")
         ax.set_ylabel("Y (mm)")
-        ax.legend(fontsize=6, loc="lower left")
+        ax.legend(fontsize=6, loc="center right")
         for ax, g in zip(row[1:], ("ux", "uy", "uz"), strict=True):
             e = d[d.component == g]
             ax.plot(e.fe, e.ipronc, ".", ms=3, alpha=0.6)
@@ -190,6 +196,7 @@ def hardening_fields(df: pd.DataFrame, path: str | Path) -> None:
             r = float(np.sqrt(np.mean((e.ipronc - e.fe) ** 2) / max(np.var(e.fe), 1e-300)))
             ax.set_title(f"{g}: HF test specimens, RRMSE {r:.3f}", fontsize=9)
             ax.set_xlabel(f"FE {g} (mm)")
+            ax.tick_params(axis="x", labelrotation=30)
             ax.set_ylabel(f"iPro-NC {g} (mm)")
     fig.suptitle("Hardening law: displacement fields, iPro-NC (t_s = s0, all sources) vs "
                  "the FE specimen", fontsize=10)
