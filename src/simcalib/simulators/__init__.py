@@ -1,7 +1,8 @@
 """Simulators behind one protocol, found by name (see :mod:`.base`).
 
-Built-in types: ``rosenbrock``, ``epidemic`` (FluTE-style), ``python``
-(``module:function``) and ``command`` (an external executable).
+Built-in types: ``rosenbrock``, ``epidemic`` (FluTE-style), ``tension_fe`` (paper 2's
+finite-element tension specimen, :mod:`.fe`), ``python`` (``module:function``) and
+``command`` (an external executable).
 """
 
 from simcalib.simulators.base import (
