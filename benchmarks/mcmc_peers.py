@@ -29,24 +29,22 @@ agree to ~1e-6; the difference at the sampling tolerance is printed too).
 Then per (setting, method), one data set from simcalib's own generator (replication 0,
 as benchmarks/mcmc.py): simcalib's ``run`` (least-squares start included in its CPU
 time; vectorized engine, 2 chains; ``--reps`` runs with different chain seeds, 3 by
-default, their median ESS per CPU-s reported: one run's ESS swings several-fold on
-these multimodal posteriors) once per ``--kernels`` entry
+default, their median ESS per CPU-s reported: one run's ESS swings several-fold on these
+multimodal posteriors) once per ``--kernels`` entry
 ``kernel[:iterations[:burn_in[:theta_scale]]]`` (default: the random walk ``mwg`` at
-10,000 iterations with 5,000 burn-in, as before; ``mala`` at 10,000 / 2,000; ``hmc``
-at 3,000 / 1,000, NUTS's own proportions, on the linear and on the logit theta
-scale), and NUTS (2 chains one after the other, 1,000 warm-up + 2,000 draws; 300 +
-500 on FitzHugh-Nagumo, whose odeint-adjoint gradients are slow, 500 + 1,000 on
-four-mass; started from simcalib's least-squares fit, whose CPU is charged to
-simcalib only).  NUTS is run twice on one compiled program: the first (cold) run's
-CPU includes JAX's tracing and compilation, the second run (another seed) does not.
-ESS = ArviZ bulk ESS, min over theta, gamma, ell and sigma^2
-(simcalib.bayes.convergence.diagnose, for both); CPU = process CPU time (XLA limited
-to one thread).  ``max_mean_diff_sd``: the largest
-``|mean_simcalib - mean_nuts| / sd_nuts`` over theta, log gamma, log ell, log sigma^2
-(draws pooled: simcalib's runs of that kernel, NUTS's two runs), ``max_sd_rel_diff``
-``|sd_simcalib / sd_nuts - 1|``, each with the parameter where it occurs.
-``ratio`` = simcalib / NUTS ESS per CPU-s (compile included); ratios are only
-meaningful within one run (same machine load).
+10,000 iterations with 5,000 burn-in, as before; ``mala`` at 10,000 / 2,000; ``hmc`` at
+3,000 / 1,000, NUTS's own proportions, on the linear and on the logit theta scale), and
+NUTS (2 chains one after the other, 1,000 warm-up + 2,000 draws; 300 + 500 on
+FitzHugh-Nagumo, whose odeint-adjoint gradients are slow; started from simcalib's
+least-squares fit, whose CPU is charged to simcalib only). NUTS is run twice on one
+compiled program: the first (cold) run's CPU includes JAX's tracing and compilation, the
+second run (another seed) does not. ESS = ArviZ bulk ESS, min over theta, gamma, ell and
+sigma^2 (simcalib.bayes.convergence.diagnose, for both); CPU = process CPU time (XLA
+limited to one thread). ``max_mean_diff_sd``: the largest ``|mean_simcalib - mean_nuts|
+/ sd_nuts`` over theta, log gamma, log ell, log sigma^2 (draws pooled: simcalib's runs
+of that kernel, NUTS's two runs), ``max_sd_rel_diff`` ``|sd_simcalib / sd_nuts - 1|``,
+each with the parameter where it occurs. ``ratio`` = simcalib / NUTS ESS per CPU-s
+(compile included); ratios are only meaningful within one run (same machine load).
 
 Writes ``results/benchmarks/mcmc_peers.csv``.
 """
@@ -91,7 +89,7 @@ from simcalib.seeds import rng  # noqa: E402
 COLUMNS = ["setting", "method", "kernel", "simcalib_iterations", "simcalib_burn_in",
            "simcalib_runs", "simcalib_ess_per_cpu_s_each", "simcalib_cpu_s",
            "simcalib_ess", "simcalib_rhat", "simcalib_acceptance", "simcalib_ess_per_cpu_s",
-           "nuts_warmup", "nuts_draws", "nuts_cpu_s", "nuts_compile_cpu_s", "nuts_ess",
+           "nuts_mass", "nuts_warmup", "nuts_draws", "nuts_cpu_s", "nuts_compile_cpu_s", "nuts_ess",
            "nuts_rhat", "nuts_divergences", "nuts_steps_mean", "nuts_ess_per_cpu_s",
            "nuts_ess_per_cpu_s_no_compile", "ratio", "ratio_no_compile",
            "max_mean_diff_sd", "max_mean_diff_param", "max_sd_rel_diff", "max_sd_diff_param",
@@ -99,9 +97,9 @@ COLUMNS = ["setting", "method", "kernel", "simcalib_iterations", "simcalib_burn_
 SETTINGS = ["two_mass", "fitzhugh_nagumo", "four_mass"]
 #: NUTS warm-up and draws per chain where --warmup/--draws are not given: FitzHugh-Nagumo's
 #: gradients go through odeint's adjoint (~17-21 ms each here, 1,000 + 2,000 would take
-#: over an hour per method), so its chains are shorter, and four-mass's (MOS gradients
-#: ~2.5 ms, trees of 15-30 steps) too; ESS per CPU-s is a rate
-NUTS_LENGTH = {"fitzhugh_nagumo": (300, 500), "four_mass": (500, 1000)}
+#: over an hour per method), so its chains are shorter; ESS per CPU-s is a rate (but
+#: NUTS's rises with length: compile amortised, longer adaptation)
+NUTS_LENGTH = {"fitzhugh_nagumo": (300, 500)}
 REL_TOL = 1e-8
 
 
@@ -344,11 +342,13 @@ class Nuts:
     """One NumPyro MCMC object (2 chains, one after the other) reused for both runs, so
     the second run reuses the compiled program."""
 
-    def __init__(self, post: JaxPosterior, warmup: int, draws: int) -> None:
+    def __init__(self, post: JaxPosterior, warmup: int, draws: int,
+                 dense_mass: bool = False) -> None:
         from numpyro.infer import MCMC, NUTS
 
         self.post = post
-        self.mcmc = MCMC(NUTS(post.model), num_warmup=warmup, num_samples=draws,
+        self.mcmc = MCMC(NUTS(post.model, dense_mass=dense_mass), num_warmup=warmup,
+                         num_samples=draws,
                          num_chains=2, chain_method="sequential", progress_bar=False)
 
     def run(self, seed: int, init: dict[str, Any], pb: Likelihood) -> dict[str, Any]:
@@ -387,7 +387,8 @@ def _unconstrain(post: JaxPosterior, start: dict[str, np.ndarray]) -> dict[str, 
 
 # ------------------------------------------------------------------ one row
 def bench(name: str, method: str, kernels: list[str], iterations: int, warmup: int,
-          draws: int, seed: int, reps: int = 1) -> list[dict[str, Any]]:
+          draws: int, seed: int, reps: int = 1, dense_mass: bool = False
+          ) -> list[dict[str, Any]]:
     setting = build_setting(name)
     sim = simulate(setting, rng(seed, "bayes", name, "data", 0))
     pb = Likelihood(setting, sim.obs, method)
@@ -414,7 +415,7 @@ def bench(name: str, method: str, kernels: list[str], iterations: int, warmup: i
                          f"by {tight:.3g} relative (> {REL_TOL:g}): not the same posterior")
     sims = {k: [run_simcalib(pb, name, method, k, iterations, seed, r) for r in range(reps)]
             for k in kernels}
-    nuts = Nuts(post, warmup, draws)
+    nuts = Nuts(post, warmup, draws, dense_mass)
     init = sims[kernels[0]][0]["init"]
     cold = nuts.run(seed, init, pb)
     warm = nuts.run(seed + 1, init, pb)
@@ -440,6 +441,7 @@ def bench(name: str, method: str, kernels: list[str], iterations: int, warmup: i
             "simcalib_cpu_s": sm["cpu"], "simcalib_ess": sm["ess"], "simcalib_rhat": sm["rhat"],
             "simcalib_acceptance": sm["acceptance"], "simcalib_ess_per_cpu_s": ours,
             "simcalib_ess_per_cpu_s_each": ";".join(f"{v:.1f}" for v in rates),
+            "nuts_mass": "dense" if dense_mass else "diagonal",
             "nuts_warmup": warmup, "nuts_draws": draws, "nuts_cpu_s": cold["cpu"],
             "nuts_compile_cpu_s": max(cold["cpu"] - warm["cpu"], 0.0),
             "nuts_ess": cold["ess"], "nuts_rhat": cold["rhat"],
@@ -478,9 +480,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, help="simcalib iterations per chain "
                     "of a kernel without its own (default 10,000, --quick 2,000)")
     ap.add_argument("--warmup", type=int, help="NUTS warm-up (default 1,000, "
-                    "FitzHugh-Nagumo 300, four-mass 500; --quick 300)")
+                    "FitzHugh-Nagumo 300; --quick 300)")
     ap.add_argument("--draws", type=int, help="NUTS draws per chain (default 2,000, "
-                    "FitzHugh-Nagumo 500, four-mass 1,000; --quick 500)")
+                    "FitzHugh-Nagumo 500; --quick 500)")
+    ap.add_argument("--dense-mass", action="store_true",
+                    help="NUTS with a dense mass matrix (NumPyro's default is diagonal)")
     ap.add_argument("--append", action="store_true",
                     help="keep the output's rows of other settings/methods (a run per setting)")
     ap.add_argument("--seed", type=int, default=20261202)
@@ -513,7 +517,8 @@ def main(argv: list[str] | None = None) -> int:
         for m in args.methods:
             warmup, draws = NUTS_LENGTH.get(s, (300, 500) if args.quick else (1000, 2000))
             rows.extend(bench(s, m, kernels, iters, args.warmup or warmup, args.draws or draws,
-                              args.seed, args.reps or (1 if args.quick else 3)))
+                              args.seed, args.reps or (1 if args.quick else 3),
+                              args.dense_mass))
             new = pd.DataFrame(rows, columns=COLUMNS)
             write_csv(pd.concat([kept, new]) if len(kept) else new, args.output)
     df = pd.DataFrame(rows, columns=COLUMNS)
