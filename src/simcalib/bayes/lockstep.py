@@ -29,9 +29,11 @@ effective sample:
   block is moved by Langevin (one leapfrog step) or Hamiltonian (``leapfrog_steps``)
   proposals from the gradient of its log target (:meth:`LockstepSampler.gradient`,
   from the forward sensitivities), preconditioned by the same adapted covariance,
-  the step scale tuned towards 57.4 % / 70 % acceptance; delta and sigma^2 keep their
-  Gibbs draws.  On every paper setting this gave several times the ESS per CPU-second
-  of the random walk (docs/bayes.md, "Against NUTS");
+  the step scale tuned towards 57.4 % / 70 % acceptance; log sigma^2 joins the block
+  (on the marginal with delta integrated out) and delta keeps its exact draw, for the
+  output only.  Measured against the random walk and NumPyro NUTS in docs/bayes.md
+  ("Against NUTS"): HMC up to 8.6x the random walk's ESS per CPU-second (two-mass
+  KOH), about equal on FitzHugh-Nagumo MOS and on four-mass KOH on the linear scale;
 
 * **KOH on a full grid as one block** (:class:`simcalib.bayes.batched.KronLayout`):
   ``C + sigma^2 I = I_J kron (gamma K + sigma^2 I_T)``, so one T x T factor per lane
