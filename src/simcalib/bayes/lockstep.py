@@ -143,9 +143,8 @@ class LockstepSampler:
         self.mos = pb.method == "mos"
         self.logit = cfg.theta_scale == "logit"
         # theta block kernel: random-walk (mwg) or gradient-informed (mala, hmc)
-        self.kernel = getattr(cfg, "theta_kernel", "mwg")
-        self.leapfrog = {"mwg": 0, "mala": 1}.get(self.kernel,
-                                                  int(getattr(cfg, "leapfrog_steps", 1)))
+        self.kernel = cfg.theta_kernel
+        self.leapfrog = {"mwg": 0, "mala": 1}.get(self.kernel, cfg.leapfrog_steps)
         self.target_accept = TARGET_ACCEPT[self.kernel]
         # the gradient kernels move log sigma^2 in the block too (coordinate p), on
         # the marginal with delta integrated out; the random walk keeps its Gibbs draw

@@ -48,12 +48,16 @@ import pandas as pd
 
 from simcalib.multisource.hardening import (  # noqa: F401  (the case's constants, re-exported)
     ELASTIC,
+    GROUP_INDEX,
     HOLLOMAN,
     OUT_GROUPS,
     THETA,
     VOCE_RANGES,
     problem,
+    with_noise,
 )
+from simcalib.simulators.fe.material import hardening
+from simcalib.simulators.fe.specimen import surface_points
 
 
 @dataclass(frozen=True)
@@ -64,20 +68,9 @@ class Geometry:
     n_el: int = 40
 
     def points(self) -> np.ndarray:
-        """12 surface points of the top-left quadrant: (X, Y) in mm."""
-        y = np.linspace(0.0, 0.3 * self.length, 12)
-        x = np.tile([-0.45, -0.35, -0.25], 4) * self.width
-        return np.stack([x, y], axis=1)
-
-
-def _voce_terms(p: dict[str, np.ndarray], eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    g, dg = p["sigma0"] + p["R0"] * eps, p["R0"] + 0 * eps
-    for i in (1, 2):
-        if f"Rinf{i}" in p:
-            e = np.exp(-p[f"b{i}"] * eps)
-            g = g + p[f"Rinf{i}"] * (1 - e)
-            dg = dg + p[f"Rinf{i}"] * p[f"b{i}"] * e
-    return g, dg
+        """12 surface points of the top-left quadrant: (X, Y) in mm (the FE
+        specimen's)."""
+        return surface_points(self.width, self.length)
 
 
 def hardening_inverse(law: str, p: dict[str, np.ndarray], sigma: np.ndarray,
@@ -96,7 +89,7 @@ def hardening_inverse(law: str, p: dict[str, np.ndarray], sigma: np.ndarray,
         eps = np.maximum(eps, start)
     tol = max(1e-11 * float(np.max(np.abs(sigma))), 1e-9)
     for _ in range(60):
-        g, dg = _voce_terms(p, eps)
+        g, dg = hardening("voce", p, eps)
         res = g - sigma
         eps = np.maximum(eps - res / dg, 0.0)
         if np.max(np.abs(res) * (over > 0)) <= tol:
@@ -108,7 +101,7 @@ def _slope(law: str, p: dict[str, np.ndarray], eps: np.ndarray) -> np.ndarray:
     """d sigma_y / d eps_p (large where eps_p -> 0 for Holloman)."""
     if law == "holloman":
         return p["K"] * p["n"] * np.maximum(eps, 1e-12) ** (p["n"] - 1)
-    return _voce_terms(p, eps)[1]
+    return hardening("voce", p, eps)[1]
 
 
 def simulate(law: str, params: dict[str, np.ndarray | float], a: np.ndarray, b: np.ndarray,
@@ -237,16 +230,7 @@ def generate(p: dict, rng: np.random.Generator) -> pd.DataFrame:
             df.insert(0, "split", split)
             df.insert(0, "source", src)
             frames.append(df)
-    df = pd.concat(frames, ignore_index=True)
-    y_cols = [c for g in OUT_GROUPS.values() for c in g]
-    for c in y_cols:
-        df[f"true_{c}"] = df[c]
-    if p.get("noise_rel", 0.0) > 0:
-        hf = df["source"] == "s0"
-        for cols in OUT_GROUPS.values():
-            sd = float(np.std(df.loc[hf, cols].to_numpy()))
-            df.loc[hf, cols] += rng.normal(size=(int(hf.sum()), len(cols))) * p["noise_rel"] * sd
-    return df
+    return with_noise(pd.concat(frames, ignore_index=True), float(p.get("noise_rel", 0.0)), rng)
 
 
 def lf_model(source: str, a: np.ndarray, b: np.ndarray, u_steps: np.ndarray, geom: Geometry
@@ -278,11 +262,7 @@ def lsq_fit(source: str, a: np.ndarray, b: np.ndarray, u_steps: np.ndarray, geom
     """Least squares of a Voce source against outputs ``y`` of the specimens (a, b)."""
     from simcalib.multisource.baselines import least_squares_fit
 
-    groups, i = [], 0
-    for grp in OUT_GROUPS.values():
-        groups.append(list(range(i, i + len(grp))))
-        i += len(grp)
-    return least_squares_fit(lf_model(source, a, b, u_steps, geom), y, groups,
+    return least_squares_fit(lf_model(source, a, b, u_steps, geom), y, GROUP_INDEX,
                              {t: VOCE_RANGES[t] for t in THETA[source]}, starts,
                              max_nfev=max_nfev,
                              batch_model=lf_batch_model(source, a, b, u_steps, geom))

@@ -31,12 +31,9 @@ def check_multisource(config: dict[str, Any]) -> None:
     d = h["data"]
     if h.get("enabled") and h.get("model", "fe") == "fe":
         from simcalib.multisource.hardening import check_studies
-        from simcalib.simulators.tension_fe import DEFAULTS
 
-        check_studies(config)
-        opts = config["studies"][h["studies"]["s0"]]["simulator"].get("options") or {}
-        d = {**d, "u_max": opts.get("u_max", DEFAULTS["u_max"]),
-             "n_steps": opts.get("n_steps", DEFAULTS["n_steps"])}
+        u_max, n_steps = check_studies(config)
+        d = {**d, "u_max": u_max, "n_steps": n_steps}
     if d["hole"][0] > d["hole"][1]:
         raise ConfigError("multisource.hardening.data.hole", f"lower > upper: {d['hole']}")
     first = d["u_max"] / d["n_steps"]

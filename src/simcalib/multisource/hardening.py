@@ -45,6 +45,8 @@ OUT_GROUPS = {"ux": [f"ux{i:02d}" for i in range(1, 13)],
               "uz": [f"uz{i:02d}" for i in range(1, 13)],
               "F": ["F"]}
 Y_COLS = [c for g in OUT_GROUPS.values() for c in g]
+#: each output group's column indices in Y_COLS (the least-squares fits' groups)
+GROUP_INDEX = [[Y_COLS.index(c) for c in g] for g in OUT_GROUPS.values()]
 
 
 def problem() -> ProblemSpec:
@@ -53,9 +55,11 @@ def problem() -> ProblemSpec:
                        x=["a", "b", "u"], outputs={k: list(v) for k, v in OUT_GROUPS.items()})
 
 
-def check_studies(config: Mapping[str, Any], key: str = "multisource.hardening") -> None:
+def check_studies(config: Mapping[str, Any], key: str = "multisource.hardening"
+                  ) -> tuple[float, int]:
     """The FE case's three studies exist, run ``tension_fe`` with the source's law, have
-    the inputs the source needs and share the load steps and the specimen."""
+    the inputs the source needs and share the load steps and the specimen.  Returns
+    their shared ``(u_max, n_steps)``."""
     from simcalib.simulators.tension_fe import DEFAULTS
 
     names = (config.get("multisource") or {}).get("hardening", {}).get("studies") or {}
@@ -97,6 +101,8 @@ def check_studies(config: Mapping[str, Any], key: str = "multisource.hardening")
     if len(set(map(repr, steps.values()))) > 1:
         raise ConfigError(f"{key}.studies", "the three studies must share u_max, n_steps and "
                           f"specimen (loads and points must match); got {steps}")
+    u_max, n_steps, _ = steps["s0"]
+    return float(u_max), int(n_steps)
 
 
 def _steps(columns: list[str]) -> list[str]:
@@ -166,25 +172,21 @@ def from_runs(datasets: Mapping[str, pd.DataFrame], params: Mapping[str, Any],
         frames.append(long.drop(columns="run_id"))
         log.info("hardening: source %s: %d train, %d val, %d test specimens x %d steps", src,
                  *sizes, per_run)
-    df = pd.concat(frames, ignore_index=True)
+    return with_noise(pd.concat(frames, ignore_index=True), float(params.get("noise_rel", 0.0)),
+                      rng)
+
+
+def with_noise(df: pd.DataFrame, noise_rel: float, rng: np.random.Generator) -> pd.DataFrame:
+    """Keep each output's noise-free copy as ``true_<output>``, then add Gaussian noise
+    with sd = ``noise_rel`` * sd(output group) to the HF rows (both models' tables)."""
     for c in Y_COLS:
         df[f"true_{c}"] = df[c]
-    if params.get("noise_rel", 0.0) > 0:
+    if noise_rel > 0:
         hf = df["source"] == "s0"
         for cols in OUT_GROUPS.values():
             sd = float(np.std(df.loc[hf, cols].to_numpy()))
-            df.loc[hf, cols] += (rng.normal(size=(int(hf.sum()), len(cols)))
-                                 * params["noise_rel"] * sd)
+            df.loc[hf, cols] += rng.normal(size=(int(hf.sum()), len(cols))) * noise_rel * sd
     return df
-
-
-def voce_curve(p: Mapping[str, float], eps: np.ndarray) -> np.ndarray:
-    """Voce yield stress (paper Eq. 14) with the terms ``p`` has."""
-    s = p["sigma0"] + p["R0"] * eps
-    for i in (1, 2):
-        if f"Rinf{i}" in p:
-            s = s + p[f"Rinf{i}"] * (1.0 - np.exp(-p[f"b{i}"] * eps))
-    return s
 
 
 def theta_mse(eps_max: float, n_points: int = 400) -> pd.DataFrame:
@@ -200,8 +202,10 @@ def theta_mse(eps_max: float, n_points: int = 400) -> pd.DataFrame:
     slope is infinite at eps_p = 0."""
     from scipy.optimize import least_squares
 
+    from simcalib.simulators.fe.material import hardening
+
     eps = np.linspace(0.0, eps_max, n_points)
-    target = HOLLOMAN["sigma0"] + HOLLOMAN["K"] * eps ** HOLLOMAN["n"]
+    target = hardening("holloman", HOLLOMAN, eps)[0]
     rows = []
     for src in ("s1", "s2"):
         names = [t for t in THETA[src] if t not in ("E", "nu")]
@@ -209,9 +213,9 @@ def theta_mse(eps_max: float, n_points: int = 400) -> pd.DataFrame:
         hi = np.array([VOCE_RANGES[t][1] for t in names])
 
         def resid(z: np.ndarray, names: list[str] = names, lo: np.ndarray = lo,
-                  hi: np.ndarray = hi) -> np.ndarray:
+                  hi: np.ndarray = hi, law: str = LAW[src]) -> np.ndarray:
             p = dict(zip(names, lo + z * (hi - lo), strict=True))
-            return (voce_curve(p, eps) - target) / HOLLOMAN["sigma0"]
+            return (hardening(law, p, eps)[0] - target) / HOLLOMAN["sigma0"]
 
         best = None
         for z0 in np.linspace(0.1, 0.9, 5):
@@ -238,13 +242,9 @@ def fe_model(simulator: Any, src: str, a: np.ndarray, b: np.ndarray
         for th in thetas:
             rows = pd.DataFrame({"a": a, "b": b, **{t: th[t] for t in THETA[src]}})
             res = simulator.run(rows, np.zeros(len(rows), dtype=np.int64))
-            res = res.assign(run_id=np.arange(len(rows)), a=a, b=b)
-            n_steps = len(_steps(list(res.columns)))
-            steps = np.arange(1, n_steps + 1, dtype=float)      # labels only
-            long = to_long(res, steps)
+            long = to_long(res.assign(run_id=np.arange(len(rows)), a=a, b=b), simulator.u)
             y = long[Y_COLS].to_numpy(float, copy=True)
-            bad = np.repeat((res["status"] != "ok").to_numpy(), n_steps)
-            y[bad] = np.nan
+            y[np.repeat((res["status"] != "ok").to_numpy(), len(simulator.u))] = np.nan
             out.append(y)
         return out
     return run
@@ -261,14 +261,10 @@ def lsq_fit(simulators: Mapping[str, Any], hf: pd.DataFrame, n_starts: int,
     first = hf.drop_duplicates("specimen")
     a, b = first["a"].to_numpy(float), first["b"].to_numpy(float)
     y = hf[Y_COLS].to_numpy(float)
-    groups, i = [], 0
-    for grp in OUT_GROUPS.values():
-        groups.append(list(range(i, i + len(grp))))
-        i += len(grp)
     fits = {}
     for src in ("s1", "s2"):
         batch = fe_model(simulators[src], src, a, b)
-        fits[src] = least_squares_fit(lambda th, f=batch: f([th])[0], y, groups,
+        fits[src] = least_squares_fit(lambda th, f=batch: f([th])[0], y, GROUP_INDEX,
                                       {t: VOCE_RANGES[t] for t in THETA[src]},
                                       start_points(len(THETA[src]), n_starts, rng),
                                       max_nfev=max_nfev, batch_model=batch)

@@ -23,12 +23,13 @@ log = logging.getLogger("simcalib.multisource")
 CASES = ("analytic", "hardening")
 
 
-def fe_simulators(params: Mapping[str, Any]) -> dict[str, Any]:
+def fe_simulators(params: Mapping[str, Any], sources: tuple[str, ...] = ("s0", "s1", "s2")
+                  ) -> dict[str, Any]:
     """Source -> its FE study's simulator, built from the study config in ``params``."""
     from simcalib.simulators.factory import build_simulator
 
     return {src: build_simulator(st, f"studies.{st['name']}")
-            for src, st in params["studies"].items()}
+            for src, st in params["studies"].items() if src in sources}
 
 
 def generate(case: str, params: Mapping[str, Any], seed: int,
@@ -60,8 +61,7 @@ def generate(case: str, params: Mapping[str, Any], seed: int,
         if missing:
             raise ConfigError("--datasets", f"the FE hardening case needs the FE datasets of "
                               f"sources {missing} (source=path)")
-        sims = fe_simulators(params)
-        hf = sims["s0"]
+        hf = fe_simulators(params, ("s0",))["s0"]   # its loads, specimen and constants
         frames = {src: io.read_csv(datasets[src], required=["run_id", "status", "a", "b"])
                   for src in H.SOURCES}
         df = H.from_runs(frames, {**params, "u_max": float(hf.u[-1]), "n_steps": len(hf.u)},
@@ -250,7 +250,7 @@ def least_squares(case: str, params: Mapping[str, Any], df: pd.DataFrame, seed: 
         rows = hf[hf["specimen"].isin(specimens)]
         log.info("least squares of each Voce FE model against %d HF training specimens",
                  len(specimens))
-        fits = H.lsq_fit(fe_simulators(params), rows, int(params["lsq_starts"]), g,
+        fits = H.lsq_fit(fe_simulators(params, ("s1", "s2")), rows, int(params["lsq_starts"]), g,
                          int(params["lsq_max_nfev"]))
         frames = [B.to_frame(src, fit, "lsq_direct") for src, fit in fits.items()]
     else:

@@ -48,13 +48,11 @@ def with_paper_rrmse(rr: pd.DataFrame, paper: dict) -> pd.DataFrame:
 def with_paper_theta(theta: pd.DataFrame) -> pd.DataFrame:
     """``paper_mean``, ``paper_sd``: Table 3 (all sources, step 1) beside each row of
     the all-sources scenario."""
-    key = list(zip(theta.source, theta.parameter, strict=True))
-    allsrc = (theta.scenario == "all").to_numpy()
-    return theta.assign(
-        paper_mean=[PAPER_TABLE3.get(k, (np.nan,))[0] if a else np.nan
-                    for k, a in zip(key, allsrc, strict=True)],
-        paper_sd=[PAPER_TABLE3.get(k, (np.nan, np.nan))[1] if a else np.nan
-                  for k, a in zip(key, allsrc, strict=True)])
+    paper = np.array([PAPER_TABLE3.get((src, par), (np.nan, np.nan)) if sc == "all"
+                      else (np.nan, np.nan) for sc, src, par in
+                      zip(theta.scenario, theta.source, theta.parameter, strict=True)],
+                     dtype=float).reshape(-1, 2)
+    return theta.assign(paper_mean=paper[:, 0], paper_sd=paper[:, 1])
 
 
 def gather(fits: list[str], name: str) -> pd.DataFrame:

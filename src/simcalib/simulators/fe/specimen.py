@@ -27,6 +27,14 @@ from simcalib.simulators.fe.mesh import MeshSize, quarter_plate
 from simcalib.simulators.fe.solver import Model, Solver, build
 
 
+def surface_points(width: float, length: float) -> np.ndarray:
+    """12 points (X, Y) of the top-left quadrant of the front surface: three columns at
+    X = -0.45, -0.35, -0.25 W cycling, Y from 0 to 0.3 L."""
+    y = np.linspace(0.0, 0.3 * length, 12)
+    x = np.tile([-0.45, -0.35, -0.25], 4) * width
+    return np.stack([x, y], axis=1)
+
+
 @dataclass(frozen=True)
 class Specimen:
     """Bar dimensions (mm), the 12 surface points and the mesh density."""
@@ -37,11 +45,7 @@ class Specimen:
     mesh: MeshSize = field(default_factory=MeshSize)
 
     def points(self) -> np.ndarray:
-        """12 points (X, Y) of the top-left quadrant of the front surface: three
-        columns at X = -0.45, -0.35, -0.25 W cycling, Y from 0 to 0.3 L."""
-        y = np.linspace(0.0, 0.3 * self.length, 12)
-        x = np.tile([-0.45, -0.35, -0.25], 4) * self.width
-        return np.stack([x, y], axis=1)
+        return surface_points(self.width, self.length)
 
     def check_hole(self, a: float, b: float) -> None:
         """A hole that leaves the 12 points in material and fits the bar."""
