@@ -104,7 +104,8 @@ def design_prefix(design: pd.DataFrame, study: Study, total: int) -> pd.DataFram
 def run_study(cfg: dict[str, Any], name: str, seeds: list[int], n_targets: int,
               sizes: list[int], bmax: int, long_targets: int, rescore_k: int,
               methods: tuple[str, ...], bb: tuple[str, ...], log: logging.Logger,
-              own_size: bool = True, small_on_long: bool = True) -> pd.DataFrame:
+              own_size: bool = True, small_on_long: bool = True,
+              skip_targets: int = 0) -> pd.DataFrame:
     """Per-target results of one study over seeds (long format)."""
     base = build_study(cfg, name)
     cal = merged_settings(base.cfg["calibration"])
@@ -189,6 +190,8 @@ def run_study(cfg: dict[str, Any], name: str, seeds: list[int], n_targets: int,
         for m in bb:
             settings = merged_settings({**base.cfg["calibration"], "budget": bmax})
             for i, (tid, t) in enumerate(targets.items()):
+                if i < skip_targets:  # measured by an earlier run (same targets)
+                    continue
                 B = bmax if i < long_targets else r
                 p = TimedRun(study, smm, t, B, 0.05, settings, solver, seed, m,
                              default_optimize())
@@ -381,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="replicates re-scoring each chosen point (stochastic studies)")
     ap.add_argument("--all-targets", action="store_true",
                     help="run the smaller designs on every target, not only the long ones")
+    ap.add_argument("--skip-targets", type=int, default=0,
+                    help="black boxes: leave out each seed's first this many targets (to "
+                         "add targets to an earlier run; the targets are a prefix series)")
     ap.add_argument("--quick", action="store_true",
                     help="1 seed, 3 targets (1 long), bmax r + 30 (r + 10 for r >= 100)")
     ap.add_argument("--report-only", action="store_true")
@@ -405,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
                       args.sizes, max(bmax, r), nt if lt is None else lt,
                       args.rescore if stochastic else 0, tuple(args.methods),
                       tuple(args.peers), log, own_size=not args.skip_own,
-                      small_on_long=not args.all_targets)
+                      small_on_long=not args.all_targets, skip_targets=args.skip_targets)
     report()
     return 0
 

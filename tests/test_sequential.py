@@ -197,3 +197,48 @@ def test_ensemble_mean_is_one_exact_relu_net_and_fits_are_reproducible() -> None
                         es, seed=4, tag=1, warm=ens)
     np.testing.assert_array_equal(warm.x_mean, ens.x_mean)
     assert ens.info["min_oob_r2"] > 0.5
+
+
+def test_use_design_starts_from_the_design_runs_and_counts_them() -> None:
+    """``sequential.use_design``: the study's design runs (a quarter of them failed) are
+    the start instead of the Sobol runs, every one counted in the target's runs; the
+    search still ends at x*; a design the budget cannot hold is an error naming the key."""
+    import pandas as pd
+
+    from simcalib.metamodel.strategies.registry import reads_design
+    from simcalib.metamodel.strategies.runner import calibrate
+    from simcalib.seeds import rng
+    from simcalib.study.simulation import simulate_rows
+
+    study = _study({"x": [0.75, 1.0]})
+    d = study.space.design(12, rng(SEED, "design", "wp"), "sobol")
+    d.insert(0, "run_id", np.arange(len(d), dtype=np.int64))
+    design = simulate_rows(study, d, SEED)
+    assert 0 < (design["status"] != "ok").sum() < 6
+    x, y = XSTAR
+    tdf = pd.DataFrame({"target_id": [0], "x": [x], "y": [y], "a": [x + 0.5 * y * y],
+                        "b": [y + 0.5 * x * x]})
+    on = {"sequential": {**SMALL["sequential"], "use_design": True}}
+    assert reads_design("sequential", merged_settings(on))
+    assert not reads_design("sequential", merged_settings(SMALL))
+    rec, runs = calibrate(study, ScaleMM(), tdf, "sequential", {"budget": 32, **on},
+                          {"backend": "highs"}, SEED, design=design)
+    assert int(rec["runs"].iloc[0]) == 32 and len(runs) == 32   # 12 design + 20 new
+    head = runs.iloc[:12]
+    assert (head["phase"] == "design").all() and "sobol" not in set(runs["phase"])
+    np.testing.assert_allclose(head[["x", "y"]].to_numpy(), design[["x", "y"]].to_numpy())
+    assert list(head["status"]) == list(design["status"])
+    assert int(rec["failed_runs"].iloc[0]) >= int((design["status"] != "ok").sum())
+    # Delta = 0 at x* only, about 1 in the box; the rounds found it, not the design
+    assert rec["error"].iloc[0] < 0.02
+    assert rec["error"].iloc[0] < runs.iloc[:12]["error"].min() / 5
+    assert np.abs(rec[["x_x", "x_y"]].to_numpy()[0] - XSTAR).max() < 0.02
+    # the failed design runs trained the classifier: the new runs keep out of x > 0.75
+    new = runs.iloc[12:]
+    assert (new["status"] != "ok").mean() <= (head["status"] != "ok").mean() / 3
+    with pytest.raises(ConfigError, match="calibration.sequential.use_design"):
+        calibrate(study, ScaleMM(), tdf, "sequential", {"budget": 8, **on},
+                  {"backend": "highs"}, SEED, design=design)
+    with pytest.raises(ConfigError, match="calibration.sequential.use_design"):
+        calibrate(study, ScaleMM(), tdf, "sequential", {"budget": 28, **on},
+                  {"backend": "highs"}, SEED)

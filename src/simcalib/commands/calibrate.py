@@ -79,6 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--proximity", type=float,
                    help="proximity R (default: calibration.proximity)")
     p.add_argument("--anchors", help="anchors CSV from cal-anchors (else OP is solved)")
+    p.add_argument("--design",
+                   help="the study's simulated design (dataset.csv): its runs are the start "
+                   "of a strategy told to use them (calibration.sequential.use_design), "
+                   "counted against its budget; ignored by the others")
     p.add_argument("--threads", type=int, default=1,
                    help="parallel simulator runs within a batch (command simulators; the "
                    "results do not depend on it)")
@@ -265,6 +269,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if "metamodel" in study.cfg:
         settings["metamodel"] = study.cfg["metamodel"]
     anchors = timing.read_csv(args.anchors, ["target_id"]) if args.anchors else None
+    design = (io.read_csv(args.design, ["run_id", *study.input_names, *mm.output_names,
+                                        "status"]) if getattr(args, "design", None) else None)
     if getattr(args, "posterior_meta", None):
         # the error scale kappa cal-posterior calibrated on the held-out rows
         kappa = float(io.read_json(args.posterior_meta)["kappa"])
@@ -280,7 +286,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     part = calibrate_block(study, mm, targets, args.strategy, settings, _solver(args),
                            seed_from_args(args), proximity=args.proximity, anchors=anchors,
                            source=args.targets, threads=args.threads, journal_dir=jdir,
-                           block=block)
+                           block=block, design=design)
     if args.block:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(f"{out}.part")

@@ -1,8 +1,12 @@
 # Input functions, params and constants of the calibrate rules (workflow/rules/calibrate.smk),
 # kept apart from the rules as `snakemake --lint` asks.
 
-from simcalib.metamodel.strategies.registry import job_settings, registry
-from simcalib.metamodel.strategies.settings import solver_options, solver_set_name
+from simcalib.metamodel.strategies.registry import job_settings, reads_design, registry
+from simcalib.metamodel.strategies.settings import (
+    merged_settings,
+    solver_options,
+    solver_set_name,
+)
 from simcalib.study.observations import resolve, target_sets
 from simcalib.study.simulation import concurrent_calls
 
@@ -137,6 +141,11 @@ def cal_inputs(wildcards):
     if wildcards.strategy == "posterior":
         # the error scale kappa calibrated once per study by cal_posterior
         d["posterior"] = f"results/{wildcards.study}/calibration/posterior/posterior.json"
+    cal = config["studies"][wildcards.study]["calibration"]
+    if reads_design(wildcards.strategy, merged_settings(job_settings(wildcards.strategy, cal))):
+        # the study's design runs as the start, counted (sequential.use_design); only
+        # then, so the default DAG does not depend on the design for this job
+        d["design"] = f"results/{wildcards.study}/dataset.csv"
     return d
 
 
@@ -144,6 +153,8 @@ def cal_extra_args(wildcards, input):
     args = f"--anchors {input.anchors}" if hasattr(input, "anchors") else ""
     if hasattr(input, "posterior"):
         args += f" --posterior-meta {input.posterior}"
+    if hasattr(input, "design"):
+        args += f" --design {input.design}"
     prox = caldir_proximity(wildcards.caldir)
     return args + (f" --proximity {prox}" if prox is not None else "")
 

@@ -139,6 +139,9 @@ class TargetRun:
     _journal: Any = field(default=None, init=False, repr=False)
     _journal_held: dict[int, dict[str, Any]] = field(default_factory=dict, init=False,
                                                      repr=False)
+    #: runs made before this job that a strategy may adopt (the study's simulated
+    #: design: inputs, outputs, status; ``sequential.use_design``), else None
+    given: pd.DataFrame | None = None
     runs: list[dict[str, Any]] = field(default_factory=list)
     op_calls: list[dict[str, Any]] = field(default_factory=list)
     sim_seconds: float = 0.0
@@ -240,6 +243,26 @@ class TargetRun:
                               "x": X[i].copy(), "y": Y[i].copy(), "status": res["status"].iloc[i],
                               "message": res["message"].iloc[i], "error": float(errs[i])})
         return errs
+
+    def adopt(self, rows: pd.DataFrame, phase: str) -> None:
+        """Enter runs made before this job (rows of a simulated design at this target's
+        context: inputs, outputs, ``status``) as this target's runs: counted against
+        the budget and logged like its own, never simulated again.  Why: a strategy
+        that starts from the study's design pays for those runs, so its run count
+        compares fairly with a strategy that simulates its start."""
+        if len(rows) > self.left:
+            raise BudgetExceeded(f"{self.strategy}: {len(rows)} runs adopted, {self.left} left")
+        X = rows[self.space.tunable_names].to_numpy(dtype=float)
+        Y = rows[self.out_names].to_numpy(dtype=float)
+        status = rows["status"].astype(str).to_numpy()
+        msg = (rows["message"].fillna("").astype(str).to_numpy() if "message" in rows
+               else np.full(len(rows), ""))
+        ok = (status == "ok") & np.isfinite(Y).all(axis=1)
+        errs = np.where(ok, self.err(np.where(ok[:, None], Y, 0.0)), np.inf)
+        for i in range(len(rows)):
+            self.runs.append({"run_id": self.used, "phase": phase, "x": X[i].copy(),
+                              "y": Y[i].copy(), "status": status[i], "message": msg[i],
+                              "error": float(errs[i])})
 
     def close_journal(self) -> None:
         """fsync and close the target's journal (its runs stay replayable)."""

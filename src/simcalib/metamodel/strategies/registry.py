@@ -55,6 +55,10 @@ class StrategySpec:
     #: runs every target of a job at once: ``joint(runs) -> outcomes``, one TargetRun
     #: and one outcome per target (the runs are shared; ``fn`` is the one-target case)
     joint: Callable[[list[Any]], list[dict[str, Any]]] | None = None
+    #: dotted ``calibration`` key that, when true, makes the strategy start from the
+    #: study's simulated design runs (its job then reads dataset.csv; they count
+    #: against its budget): ``sequential.use_design``
+    design_key: str | None = None
 
 
 _REGISTRY: dict[str, StrategySpec] = {}
@@ -67,7 +71,8 @@ def strategy(name: str, *, label: str, order: int, min_budget: int = 1,
              default: bool = True,
              check: Callable[[Mapping[str, Any], str], None] | None = None,
              best_of_runs: bool = True,
-             joint: Callable[[list[Any]], list[dict[str, Any]]] | None = None
+             joint: Callable[[list[Any]], list[dict[str, Any]]] | None = None,
+             design_key: str | None = None
              ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
     """Decorator: register ``fn`` as the strategy ``name``."""
 
@@ -76,7 +81,7 @@ def strategy(name: str, *, label: str, order: int, min_budget: int = 1,
             raise ValueError(f"strategy {name!r} registered twice")
         _REGISTRY[name] = StrategySpec(name, fn, label, order, min_budget, tuple(reads),
                                        tuple(study_keys), uses_anchor, fixed_budget, default,
-                                       check, best_of_runs, joint)
+                                       check, best_of_runs, joint, design_key)
         return fn
 
     return deco
@@ -123,3 +128,17 @@ def job_settings(name: str, calibration: Mapping[str, Any]) -> dict[str, Any]:
     spec = get(name)
     keys = [*COMMON_KEYS, *(k for k in spec.reads if k not in COMMON_KEYS)]
     return {k: calibration[k] for k in keys if k in calibration}
+
+
+def reads_design(name: str, settings: Mapping[str, Any]) -> bool:
+    """Whether strategy ``name`` with these (merged) ``calibration`` settings starts
+    from the study's design runs: its ``design_key`` is true.  The workflow adds
+    dataset.csv to the job's inputs only then, so the default DAG never depends on
+    the design for it."""
+    key = get(name).design_key
+    if key is None:
+        return False
+    v: Any = settings
+    for part in key.split("."):
+        v = v.get(part) if isinstance(v, Mapping) else None
+    return bool(v)

@@ -24,7 +24,7 @@ from simcalib.metamodel.strategies.ledger import (
     op_unproven,
     read_targets,
 )
-from simcalib.metamodel.strategies.registry import get
+from simcalib.metamodel.strategies.registry import get, reads_design
 from simcalib.metamodel.strategies.settings import check_settings, merged_settings
 from simcalib.progress import eta
 from simcalib.seeds import int_seed
@@ -46,7 +46,8 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                      anchor: np.ndarray | None = None, stream: str | None = None,
                      anchor_seconds: float = 0.0, anchor_status: str = "precomputed",
                      threads: int = 1, journal: Path | None = None,
-                     prepared: tuple[TargetRun, dict[str, Any]] | None = None
+                     prepared: tuple[TargetRun, dict[str, Any]] | None = None,
+                     given: pd.DataFrame | None = None
                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run one strategy on one target (``threads``: simulator runs of one batch run in
     parallel, for simulators that allow it; results do not depend on it; ``journal``:
@@ -55,7 +56,8 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     ``anchor_distance``, ``true_*``) are there only when the target has them
     (simulated, not observed, targets).  ``prepared``: the target's run and outcome
     from a strategy that ran every target at once (:func:`calibrate`); only the
-    selection by mean and the record are made here."""
+    selection by mean and the record are made here.  ``given``: design runs the
+    strategy may adopt (:attr:`TargetRun.given`)."""
     settings = merged_settings(settings)
     check_settings(strategy, int(budget), float(proximity), settings)
     spec = get(strategy)
@@ -63,7 +65,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     if prepared is None:
         p = _ledger(study, mm, target, strategy, eff_budget - top * reps, float(proximity),
                     settings, solver, seed, optimize_fn, stream, threads, journal,
-                    anchor=anchor,
+                    given=given, anchor=anchor,
                     anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
                     anchor_status=anchor_status)
     else:
@@ -157,11 +159,13 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
 def _ledger(study: Study, mm: Any, target: Target, strategy: str, budget: int,
             proximity: float, settings: Mapping[str, Any], solver: Mapping[str, Any],
             seed: int, optimize_fn: OptimizeFn | None, stream: str | None, threads: int,
-            journal: Path | None, **anchor: Any) -> TargetRun:
-    """One target's ledger as every calibration path builds it (one job or joint)."""
+            journal: Path | None, given: pd.DataFrame | None = None,
+            **anchor: Any) -> TargetRun:
+    """One target's ledger as every calibration path builds it (one job or joint);
+    ``given``: the study's design runs the strategy may adopt (``use_design``)."""
     return TargetRun(study, mm, target, budget, proximity, settings, solver, seed, strategy,
                      optimize_fn or default_optimize(), stream=stream or strategy,
-                     threads=max(1, int(threads)), journal=journal, **anchor)
+                     threads=max(1, int(threads)), journal=journal, given=given, **anchor)
 
 
 def budget_split(study: Study, settings: Mapping[str, Any], budget: int, spec: Any
@@ -260,16 +264,19 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
               proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
               anchors: pd.DataFrame | None = None, source: str = "targets",
               stream: str | None = None, threads: int = 1,
-              journal_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+              journal_dir: str | Path | None = None, design: pd.DataFrame | None = None
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One strategy on every target of ``targets``: (per-target records, run log).
     ``threads``: the runs of one batch (RS's runs, PtS's box, a round) run in parallel
     when the simulator allows it (a command); seeds come from run ids, so the results
     are the same as a serial run's.  ``journal_dir``: each target's runs are journaled
     there as they end (``<strategy>_<target>.jsonl``), so a job killed mid-target
-    resumes from its last finished run instead of the target's first."""
+    resumes from its last finished run instead of the target's first.  ``design``: the
+    study's simulated design (dataset.csv rows), read by a strategy whose
+    ``design_key`` is on (``sequential.use_design``), ignored otherwise."""
     return merge_blocks([calibrate_block(study, mm, targets, strategy, settings, solver, seed,
                                          proximity, optimize_fn, anchors, source, stream,
-                                         threads, journal_dir)])
+                                         threads, journal_dir, design=design)])
 
 
 def block_slice(n: int, block: int, blocks: int) -> slice:
@@ -298,7 +305,8 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                     proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
                     anchors: pd.DataFrame | None = None, source: str = "targets",
                     stream: str | None = None, threads: int = 1,
-                    journal_dir: str | Path | None = None, block: tuple[int, int] = (0, 1)
+                    journal_dir: str | Path | None = None, block: tuple[int, int] = (0, 1),
+                    design: pd.DataFrame | None = None
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """:func:`calibrate` on block ``block = (i, n)`` of the targets (:func:`block_slice`
     of the whole table, read as a whole so per-table rules such as output weights are
@@ -315,6 +323,13 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
         raise ConfigError("--block", f"strategy {strategy!r} searches all targets at once "
                           "(joint): run it as one block")
     tlist = tlist[block_slice(len(tlist), *block)]
+    if not reads_design(strategy, settings):
+        design = None   # only a strategy told to (design_key) sees the design runs
+    elif design is None:
+        raise ConfigError(f"calibration.{get(strategy).design_key}",
+                          f"is true, but strategy {strategy!r} was given no design runs "
+                          "(cal-run --design results/<study>/dataset.csv; the workflow "
+                          "passes it)")
     anchor_of = _anchor_map(anchors, study) if anchors is not None else {}
     anchor_sec = ({int(r["target_id"]): float(r["seconds"]) for _, r in anchors.iterrows()}
                   if anchors is not None and "seconds" in anchors else {})
@@ -329,7 +344,7 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
         # target's ledger and returns each target's outcome
         eff, top, reps = budget_split(study, settings, int(settings["budget"]), spec)
         ps = [_ledger(study, mm, t, strategy, eff - top * reps, prox, settings, solver, seed,
-                      optimize_fn, stream, threads, jpath(t.target_id))
+                      optimize_fn, stream, threads, jpath(t.target_id), given=design)
               for t in tlist if t.ok]
         if ps:
             prepared = {p.target.target_id: (p, o)
@@ -343,7 +358,7 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                                      anchor_seconds=anchor_sec.get(t.target_id, 0.0),
                                      anchor_status=anchor_st.get(t.target_id, "precomputed"),
                                      threads=threads, journal=jpath(t.target_id),
-                                     prepared=prepared.get(t.target_id))
+                                     prepared=prepared.get(t.target_id), given=design)
         log.info("%s %s target %d/%d (id %d): error %.4g (predicted %.4g), %d runs, "
                  "%.2f s; %s", study.name, strategy, k, len(tlist), t.target_id, rec["error"],
                  rec["predicted_error"], rec["runs"], rec["seconds"],

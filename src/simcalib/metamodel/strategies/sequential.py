@@ -31,6 +31,12 @@ constraints at the target's context.  Seeds from (seed, study, target, round), s
 same config gives the same runs; the runs go through the usual ledger (journalled,
 counted against ``budget``, failed runs kept).  The history column holds the anytime
 trajectory (best Delta after each round) for anytime curves.
+
+With ``use_design`` the study's simulated design runs replace the Sobol start: they
+enter the ledgers (phase ``design``, split among the targets at their context, failed
+runs included so the classifier learns from them) and count against the budget, so
+``runs`` = design runs + new runs and the comparison with a strategy that simulates
+its start stays fair.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from simcalib.errors import ConfigError
+from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel.strategies.ledger import TargetRun
 from simcalib.metamodel.strategies.registry import strategy
 from simcalib.progress import eta
@@ -135,6 +141,8 @@ def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
     for p in ps:
         groups.setdefault(tuple(sorted(p.target.context.items())), []).append(p)
     for grp in groups.values():
+        if s["use_design"] and adopt_design(grp):
+            continue
         # the Sobol start, shared by the targets at one context, paid in turn
         n0 = initial_runs(sum(q.budget for q in grp), d, int(s["initial_per_input"]))
         n0 = min(n0, sum(q.budget // 2 if q.budget >= 4 else q.budget for q in grp)) or n0
@@ -163,7 +171,8 @@ def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
         stopped = sum(c.get("sample", False) and (c["fallback"] or c["status"] != "optimal")
                       for c in p.op_calls)
         out = {"x": first, "error": float("nan"), "status": "all_runs_failed",
-               "anchor": first, "anchor_kind": "sobol",
+               "anchor": first,
+               "anchor_kind": p.runs[0]["phase"] if p.runs else "sobol",
                "history": " ".join(t[p.target.target_id] for t in trajectory)
                + f" | proposal MILPs stopped unproven (node/time limit): {stopped} of "
                f"{len(p.op_calls)}"}
@@ -174,9 +183,50 @@ def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
     return outs
 
 
+def adopt_design(grp: list[TargetRun]) -> int:
+    """The study's design runs at the context of the targets ``grp`` as their start:
+    split among their ledgers in turn (each pays for its share), failed runs
+    included.  Returns how many (0: none at this context, the Sobol start is used).
+    A design larger than the runs these targets may use is a config error: the
+    design runs count, so they cannot exceed budget x targets."""
+    key = "calibration.sequential.use_design"
+    first = grp[0]
+    D = first.given
+    if D is None:
+        raise ConfigError(key, "is true, but no design runs were given (cal-run --design "
+                          "results/<study>/dataset.csv; calibrate(..., design=...))")
+    need = [*first.study.input_names, *first.out_names, "status"]
+    missing = [c for c in need if c not in D.columns]
+    if missing:
+        raise DataError("design", f"the design runs lack column(s) {missing}")
+    at = np.ones(len(D), dtype=bool)
+    for c, v in first.target.context.items():
+        at &= np.isclose(D[c].to_numpy(dtype=float), v, rtol=0, atol=1e-12)
+    rows = D[at].reset_index(drop=True)
+    ctx = f" at context {first.target.context}" if first.target.context else ""
+    if not len(rows):
+        log.warning("%s sequential: no design run%s; starting from Sobol runs instead",
+                    first.study.name, ctx)
+        return 0
+    room = sum(q.left for q in grp)
+    if len(rows) > room:
+        raise ConfigError(key, f"the study's design has {len(rows)} runs{ctx}, more than "
+                          f"the {room} runs {len(grp)} target(s) may use there "
+                          f"({grp[0].budget} runs each from calibration.budget, design "
+                          "runs included): raise calibration.budget, lower design.n or set "
+                          "use_design false")
+    for j, q in enumerate(grp):
+        q.adopt(rows.iloc[j::len(grp)], "design")
+    failed = int((rows["status"].astype(str) != "ok").sum())
+    log.info("%s sequential: %d design runs%s as the start (%d failed), counted against "
+             "the budget of %d", first.study.name, len(rows), ctx, failed, room)
+    return len(rows)
+
+
 @strategy("sequential", label="Sequential", order=67, min_budget=4,
           reads=("budget", "sequential"), study_keys=("metamodel",), default=False,
-          check=check_sequential, joint=sequential_joint)
+          check=check_sequential, joint=sequential_joint,
+          design_key="sequential.use_design")
 def strategy_sequential(p: TargetRun) -> dict[str, Any]:
     """One target: Sobol start, then Thompson sampling through the MILP of an
     ensemble (module doc); a job runs its targets at once (:func:`sequential_joint`)."""
