@@ -15,7 +15,9 @@ and solves both with HiGHS under the same settings, target by target in one proc
 
 Both get 1 thread, absolute gap 1e-4, relative gap 0, simcalib's feasibility
 tolerances and the same time limit (simcalib's covers its whole call; OMLT's covers
-HiGHS only).  Nets: the same trained nets as benchmarks/op_milp.py (epidemic study,
+HiGHS only).  simcalib's option set also turns off HiGHS's RINS/RENS sub-MIPs
+(``sub_mip: false``, its default); OMLT keeps HiGHS's defaults unless
+``--omlt-options`` says otherwise.  Nets: the same trained nets as benchmarks/op_milp.py (epidemic study,
 results/epidemic/dataset.csv, cached in results/benchmarks/op_milp_models), 2x16, 2x32
 and 3x64, plain and solvable; ``--rosenbrock`` adds paper 1's 3x256 Rosenbrock net
 (config/paper.yaml; needs results/rosenbrock/dataset.csv from that config:
@@ -33,6 +35,9 @@ is better.
     python benchmarks/op_peers.py           # + 3x64, 5 targets, 60 s
     python benchmarks/op_peers.py --rosenbrock --nets   # only the 3x256 Rosenbrock net
                                             # (--nets with no names: no epidemic net)
+    python benchmarks/op_peers.py --quick --omlt-options \
+        '{"mip_heuristic_run_rins": false, "mip_heuristic_run_rens": false}'
+                                            # OMLT's HiGHS without the sub-MIPs too
 
 Needs the ``peers`` extra (``pip install -e ".[peers]"``: omlt, pyomo); without it the
 script says so and exits 0.
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import logging
 import sys
 import time
@@ -124,7 +130,8 @@ def n_binaries(m: Any) -> int:
     return sum(1 for v in m.component_data_objects(pyo.Var, active=True) if v.is_binary())
 
 
-def solve_omlt(problem: Any, time_limit: float, seed: int) -> dict[str, Any]:
+def solve_omlt(problem: Any, time_limit: float, seed: int,
+               extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build and solve with appsi HiGHS; CPU and wall cover both."""
     from pyomo.contrib.appsi.base import TerminationCondition
     from pyomo.contrib.appsi.solvers import Highs
@@ -143,7 +150,8 @@ def solve_omlt(problem: Any, time_limit: float, seed: int) -> dict[str, Any]:
     opt = Highs()
     opt.config.time_limit = float(time_limit)
     opt.config.load_solution = False
-    opt.highs_options = {**HIGHS_OPTIONS, "random_seed": int(seed) % 2_147_483_647}
+    opt.highs_options = {**HIGHS_OPTIONS, "random_seed": int(seed) % 2_147_483_647,
+                         **(extra or {})}
     res = opt.solve(m)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     tc = res.termination_condition
@@ -177,7 +185,8 @@ def torch_objective(mm: Any, problem: Any, x: np.ndarray) -> tuple[np.ndarray, f
 
 
 def compare_one(mm: Any, space: Any, target: dict, context: dict, solver: dict,
-                time_limit: float, seed: int, omlt_first: bool) -> dict[str, Any]:
+                time_limit: float, seed: int, omlt_first: bool,
+                omlt_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Solve one target both ways (order alternates across targets) and check both."""
     from simcalib.metamodel.milp import build_problem, optimize
 
@@ -189,11 +198,11 @@ def compare_one(mm: Any, space: Any, target: dict, context: dict, solver: dict,
         return {"r": r, "cpu": time.process_time() - c0, "wall": time.perf_counter() - w0}
 
     if omlt_first:
-        o = solve_omlt(problem, time_limit, seed)
+        o = solve_omlt(problem, time_limit, seed, omlt_options)
         s = ours()
     else:
         s = ours()
-        o = solve_omlt(problem, time_limit, seed)
+        o = solve_omlt(problem, time_limit, seed, omlt_options)
     r = s["r"]
     row: dict[str, Any] = {
         "simcalib_status": r.status, "simcalib_objective": r.objective,
@@ -304,8 +313,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, help="seconds per solve (default 60, quick 10)")
     ap.add_argument("--training", nargs="*", default=["plain", "solvable"],
                     choices=["plain", "solvable"])
+    ap.add_argument("--solver", default="{}",
+                    help="JSON overrides of simcalib's option set (e.g. '{\"sub_mip\": true}')")
+    ap.add_argument("--omlt-options", default="{}",
+                    help="JSON of extra HiGHS options for the OMLT side (e.g. simcalib's "
+                         "'{\"mip_heuristic_run_rins\": false, "
+                         "\"mip_heuristic_run_rens\": false}')")
     ap.add_argument("--output", default="results/benchmarks/op_peers.csv")
     args = ap.parse_args(argv)
+    omlt_options = json.loads(args.omlt_options)
     why = peers_available()
     if why:
         print(f"op_peers: skipped, {why} (pip install -e '.[peers]')")
@@ -325,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--nets: unknown {unknown}; choose from {list(NETS)}")
     n_targets = args.targets or (3 if args.quick else 5)
     tl = args.time_limit or (10.0 if args.quick else 60.0)
-    solver = {"backend": "highs", "time_limit": tl, "mip_gap_abs": 1e-4, "threads": 1}
+    solver = {"backend": "highs", "time_limit": tl, "mip_gap_abs": 1e-4, "threads": 1,
+              **json.loads(args.solver)}
     cache = Path("results/benchmarks/op_milp_models")
     rows: list[dict[str, Any]] = []
     warmed = False
@@ -357,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                                 {**solver, "time_limit": 1.0}, 1.0, seed, False)
                     warmed = True
                 row = compare_one(mm, study.space, target, context, solver, tl, seed + tid,
-                                  omlt_first=bool(k % 2))
+                                  omlt_first=bool(k % 2), omlt_options=omlt_options)
                 rows.append({"net": name, "study": study.name, "training": training,
                              "target": tid, "time_limit": tl, **row})
                 print(f"  {name} {training} target {tid:2d}: simcalib {row['simcalib_status']:10s}"

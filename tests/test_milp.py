@@ -350,3 +350,53 @@ def test_time_limit_bounds_the_whole_call_including_bound_tightening():
     assert wall < 6.0 and res.seconds < 6.0  # ~15 s with the limit on the solve only
     assert res.info["solve_time_limit"] < 1.0
     assert np.isfinite(res.objective) and res.bound <= res.objective + 1e-9
+
+
+def test_sub_mip_heuristics_off_by_default_and_overridable():
+    """``sub_mip`` (default false) switches HiGHS's RINS and RENS; raw options win."""
+    import highspy
+
+    from simcalib.metamodel.milp.highs_backend import apply_options
+    from simcalib.metamodel.milp.optimize import solver_settings
+
+    def run(opts: dict) -> tuple[bool, bool]:
+        h = highspy.Highs()
+        apply_options(h, solver_settings({"backend": "highs", **opts}), 0)
+        return (h.getOptionValue("mip_heuristic_run_rins")[1],
+                h.getOptionValue("mip_heuristic_run_rens")[1])
+
+    assert run({}) == (False, False)
+    assert run({"sub_mip": True}) == (True, True)
+    assert run({"options": {"mip_heuristic_run_rins": True}}) == (True, False)
+
+
+def test_pruned_float32_multistart_spends_less_and_matches_the_baselines(monkeypatch):
+    """Successive halving and float32 gradient passes (the floor's defaults) evaluate
+    under half the rows of the full descent and still reach the multi-start
+    baselines; the objective returned is the float64 one at the returned point."""
+    from simcalib.metamodel.milp import multistart
+    from simcalib.metamodel.milp.warmstart import multistart_lbfgs
+    from simcalib.seeds import rng
+
+    mm = _mm(3, [32, 32], 2, seed=1)
+    space = build_space({"parameters": {"i0": {"lower": -1.0, "upper": 2.0},
+                                        "i1": {"lower": -1.0, "upper": 2.0},
+                                        "i2": {"lower": 0, "upper": 60, "integer": True}}})
+    prob = build_problem(mm, space, {"o0": 0.3, "o1": -0.2}, {})
+    rows: list[int] = []
+    grad = multistart.batch_objective_grad
+
+    def counting(problem, X, layers=None):
+        rows.append(len(X))
+        return grad(problem, X, layers)
+
+    monkeypatch.setattr(multistart, "batch_objective_grad", counting)
+    full = multistart.batched_multistart(prob, rng(3), starts=256, prune=False, single=False)
+    n_full, rows[:] = sum(rows), []
+    fast = multistart.batched_multistart(prob, rng(3), starts=256)
+    assert sum(rows) < 0.5 * n_full
+    lbfgs = min(multistart_lbfgs(prob, space, 20, rng(7, "ms", k))[1] for k in range(3))
+    assert fast.objective <= lbfgs + 1e-6
+    assert fast.objective <= full.objective + 1e-3
+    assert float(prob.objective(fast.x)[0]) == pytest.approx(fast.objective, abs=1e-12)
+    assert prob.feasible(fast.x)[0]

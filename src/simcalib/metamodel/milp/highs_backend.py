@@ -3,7 +3,8 @@
 Solver options come from the option set: ``time_limit``, ``mip_gap_abs`` (the
 absolute gap on the standardised objective that counts as proven optimal),
 ``mip_gap_rel`` (0 by default, so only the absolute gap decides), ``threads``,
-``feasibility_tol`` (tight by default, so the forward-pass check at 1e-5 holds) and
+``feasibility_tol`` (tight by default, so the forward-pass check at 1e-5 holds),
+``sub_mip`` (HiGHS's RINS and RENS sub-MIP heuristics, off by default) and
 ``options`` (raw HiGHS options, passed through unchanged).  A warm start is a full
 column vector handed over with ``setSolution`` before the solve.
 """
@@ -58,6 +59,11 @@ def apply_options(h: Any, solver: Mapping[str, Any], seed: int) -> None:
     h.setOptionValue("primal_feasibility_tolerance", tol)
     h.setOptionValue("random_seed", int(seed) % 2_147_483_647)
     set_threads(h, int(solver.get("threads", 0) or 0))
+    # RINS/RENS sub-MIPs: with our incumbent and tightened bounds they cost more than
+    # they find (``sub_mip``, default off; docs/metamodel_op.md); raw options override
+    sub = bool(solver.get("sub_mip", True))
+    h.setOptionValue("mip_heuristic_run_rins", sub)
+    h.setOptionValue("mip_heuristic_run_rens", sub)
     for key, value in (solver.get("options") or {}).items():
         status = h.setOptionValue(str(key), value)
         import highspy

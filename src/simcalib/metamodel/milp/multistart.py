@@ -13,7 +13,10 @@ moves at once in one batched numpy forward and backward pass:
 2. **Relaxed descent.**  Adam on box-scaled coordinates, integers relaxed to
    continuous, with a decaying step; after each step the points are projected back
    onto the box and (approximately, by alternating projections) onto the linear
-   domain constraints.  The objective is piecewise linear, its subgradient exact.
+   domain constraints.  The objective is piecewise linear, its subgradient exact
+   (float32 passes: a search direction needs no more).  Successive halving: after
+   a quarter and after half of the steps only the better half of the points goes
+   on, so the work goes to starts in good basins.
 3. **Integers by neighbour moves.**  Integers are rounded, then a pattern search
    over each integer input with steps 2^k, …, 2, 1 (a ±1 move alone cannot walk
    across an integer range of hundreds of values), alternating with short
@@ -46,27 +49,35 @@ class SearchResult:
     polished: int
 
 
-def batch_objective_grad(problem: OPProblem, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Objectives (n,) and subgradients (n, d) of Σ w |y(x) - ẑ| for a batch."""
-    a = X
+def batch_objective_grad(problem: OPProblem, X: np.ndarray,
+                         layers: list[tuple[np.ndarray, np.ndarray]] | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Objectives (n,) and subgradients (n, d) of Σ w |y(x) - ẑ| for a batch.
+
+    ``layers`` (default the problem's): the folded layers in another precision; the
+    descent passes float32 copies, half the arithmetic of float64 for a search
+    direction (every objective that decides the answer is float64)."""
+    layers = problem.layers if layers is None else layers
+    a = X.astype(layers[0][0].dtype, copy=False)
     masks = []
-    nl = len(problem.layers)
-    for i, (W, b) in enumerate(problem.layers):
+    nl = len(layers)
+    for i, (W, b) in enumerate(layers):
         z = a @ W.T + b
         if i < nl - 1:
             m = z > 0
             masks.append(m)
-            a = np.where(m, z, 0.0)
+            a = np.maximum(z, 0.0, out=z)
         else:
             a = z
-    r = a - problem.target_scaled
-    f = np.abs(r) @ problem.weights
-    g = np.sign(r) * problem.weights
+    r = a - problem.target_scaled.astype(a.dtype)
+    w = problem.weights.astype(a.dtype)
+    f = np.abs(r) @ w
+    g = np.sign(r) * w
     for i in range(nl - 1, -1, -1):
-        g = g @ problem.layers[i][0]
+        g = g @ layers[i][0]
         if i > 0:
-            g = g * masks[i - 1]
-    return f, g
+            g *= masks[i - 1]
+    return f.astype(float), g.astype(float)
 
 
 def _project(problem: OPProblem, X: np.ndarray, movable: np.ndarray, sweeps: int = 4
@@ -98,13 +109,20 @@ def _late(deadline: float | None) -> bool:
 
 
 def _descend(problem: OPProblem, X: np.ndarray, movable: np.ndarray, iters: int,
-             lr0: float, deadline: float | None = None) -> np.ndarray:
+             lr0: float, deadline: float | None = None,
+             layers: list[tuple[np.ndarray, np.ndarray]] | None = None,
+             prune: bool = False, keep_min: int = 32) -> np.ndarray:
     """Projected Adam on the ``movable`` coordinates (box-scaled), step decaying
     geometrically from ``lr0`` to ``lr0 / 300``; returns each row's best iterate
-    (stops early at ``deadline``)."""
+    (stops early at ``deadline``).  ``layers``: the precision of the gradient passes
+    (:func:`batch_objective_grad`).  ``prune`` (successive halving): after a quarter
+    and after half of the iterations only the better half of the rows (by their
+    best objective so far, at least ``keep_min``) goes on, so most of the work is
+    spent on the starts in good basins; the rows dropped are not returned."""
     span = np.where(problem.hi > problem.lo, problem.hi - problem.lo, 0.0) * movable
     if not span.any() or iters <= 0:
         return X
+    cuts = {iters // 4, iters // 2} if prune and iters >= 8 else set()
     m = np.zeros_like(X)
     v = np.zeros_like(X)
     b1, b2, eps = 0.9, 0.999, 1e-12
@@ -115,10 +133,14 @@ def _descend(problem: OPProblem, X: np.ndarray, movable: np.ndarray, iters: int,
     for t in range(1, iters + 1):
         if t > 1 and _late(deadline):
             break
-        f, g = batch_objective_grad(problem, X)
+        f, g = batch_objective_grad(problem, X, layers)
         better = f < best_f
         best_f = np.where(better, f, best_f)
         best_x[better] = X[better]
+        if t in cuts and len(X) > 2 * keep_min:
+            keep = np.sort(np.argsort(best_f, kind="stable")[:max(keep_min, len(X) // 2)])
+            X, g, m, v = X[keep], g[keep], m[keep], v[keep]
+            best_x, best_f = best_x[keep], best_f[keep]
         g = g * span  # gradient in unit coordinates
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
@@ -230,12 +252,20 @@ def spread_starts(problem: OPProblem, n: int, rng: np.random.Generator) -> np.nd
 def batched_multistart(problem: OPProblem, rng: np.random.Generator, starts: int = 256,
                        seeds: list[np.ndarray] | None = None, iters: int = 150,
                        lr: float = 0.05, polish: int = 4, maxiter: int = 200,
-                       rounds: int = 2, deadline: float | None = None) -> SearchResult:
+                       rounds: int = 2, deadline: float | None = None,
+                       prune: bool = True, single: bool = True) -> SearchResult:
     """The floor search (module doc): ``starts`` spread starts + ``seeds`` (known
     good points) and 4 perturbations of each, relaxed descent, integer pattern
     search alternating with continuous descent, then L-BFGS polish of the best
     ``polish`` distinct points.  Returns the best feasible point found.  Past
-    ``deadline`` (perf_counter) the descents stop early; the polish always runs."""
+    ``deadline`` (perf_counter) the descents stop early; the polish always runs.
+
+    ``prune`` (successive halving in the relaxed descent, :func:`_descend`) and
+    ``single`` (float32 gradient passes) cut its CPU to about a third at the same
+    answers: measured on the MILP incumbents of 2x32 plain and 3x64 plain/solvable
+    epidemic nets (14 targets x 3 seeds), 0.57x the benchmark's 20-start L-BFGS
+    CPU (median; 1.94x without), mean objective 0.870 vs 0.868 of the baselines'
+    best, never worse than them (docs/metamodel_op.md)."""
     t0 = time.perf_counter()
     parts = [spread_starts(problem, starts, rng)]
     span = np.where(problem.hi > problem.lo, problem.hi - problem.lo, 0.0)
@@ -247,7 +277,10 @@ def batched_multistart(problem: OPProblem, rng: np.random.Generator, starts: int
         parts.append(np.vstack([s[None], jit]))
     X = np.vstack(parts)
     all_free = np.ones(problem.n_in, dtype=bool)
-    X = _descend(problem, _project(problem, X, all_free), all_free, iters, lr, deadline)
+    layers = [(W.astype(np.float32), b.astype(np.float32)) for W, b in problem.layers] \
+        if single else None
+    X = _descend(problem, _project(problem, X, all_free), all_free, iters, lr, deadline,
+                 layers, prune)
     X = _round_feasible(problem, X)
     ok = problem.feasible(X)
     X = X[ok]
@@ -259,7 +292,7 @@ def batched_multistart(problem: OPProblem, rng: np.random.Generator, starts: int
     for _ in range(rounds if problem.integer.any() else 0):
         X, f = integer_moves(problem, X, f, deadline)
         if cont.any():
-            Xc = _descend(problem, X, cont, max(20, iters // 3), lr / 5, deadline)
+            Xc = _descend(problem, X, cont, max(20, iters // 3), lr / 5, deadline, layers)
             okc = problem.feasible(Xc)
             fc = np.full(len(Xc), np.inf)
             fc[okc] = problem.objective(Xc[okc])

@@ -255,7 +255,7 @@ def apply_floor(mm: Metamodel, space: Space, problem: OPProblem, res: OPResult,
     ws = s["warm_start"]
     if not ws.get("enabled", True):
         return res
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     cands: list[tuple[float, np.ndarray, str]] = []
     milp_obj = res.objective
     if np.all(np.isfinite(res.x)):
@@ -300,6 +300,7 @@ def apply_floor(mm: Metamodel, space: Space, problem: OPProblem, res: OPResult,
                            time_limited=res.time_limited, info=res.info)
             floor["source"] = src
     floor["seconds"] = round(time.perf_counter() - t0, 4)
+    floor["cpu_seconds"] = round(time.process_time() - c0, 4)
     res.seconds += floor["seconds"]
     res.info["floor"] = floor
     return res
