@@ -17,10 +17,11 @@ Both get 1 thread, absolute gap 1e-4, relative gap 0, simcalib's feasibility
 tolerances and the same time limit (simcalib's covers its whole call; OMLT's covers
 HiGHS only).  simcalib's option set also turns off HiGHS's RINS/RENS sub-MIPs
 (``sub_mip: false``, its default); OMLT keeps HiGHS's defaults unless
-``--omlt-options`` says otherwise.  Nets: the same trained nets as benchmarks/op_milp.py (epidemic study,
-results/epidemic/dataset.csv, cached in results/benchmarks/op_milp_models), 2x16, 2x32
-and 3x64, plain and solvable; ``--rosenbrock`` adds paper 1's 3x256 Rosenbrock net
-(config/paper.yaml; needs results/rosenbrock/dataset.csv from that config:
+``--omlt-options`` says otherwise.  Nets: the same trained nets as
+benchmarks/op_milp.py (epidemic study, results/epidemic/dataset.csv, cached in
+results/benchmarks/op_milp_models), 2x16, 2x32 and 3x64, plain and solvable;
+``--rosenbrock`` adds paper 1's 3x256 Rosenbrock net (config/paper.yaml; needs
+results/rosenbrock/dataset.csv from that config:
 ``snakemake --cores 2 results/rosenbrock/dataset.csv --configfile config/paper.yaml``).
 
 Checks: every target both proved agrees (|Δobjective| <= 1e-3), and each side's
