@@ -3,7 +3,7 @@
 A time-limited MILP returns its incumbent, and OP must never hand back a point
 worse than what an independent multi-start L-BFGS on the same objective finds
 (issue 29).  Single L-BFGS runs from 20 random points cost ~20 scipy calls; this
-module searches *hundreds* of starts for about the same CPU, because every start
+module searches *hundreds* of starts for about half that CPU, because every start
 moves at once in one batched numpy forward and backward pass:
 
 1. **Starts** are spread over the box (a scrambled Sobol sample mapped onto the
