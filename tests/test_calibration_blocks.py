@@ -107,3 +107,32 @@ def test_merge_checks_block_order_and_joint_strategies_stay_whole(setup, capsys)
     assert main(["cal-run", *setup["common"], "--strategy", "sequential", "--block", "0/2",
                  "--output-block", str(d / "s.pkl")]) != 0
     assert "one block" in capsys.readouterr().err
+
+
+def test_fast_runs_are_journaled_in_growing_groups_with_the_same_bytes(
+        setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A simulator of milliseconds is called with groups that double (not once per run),
+    and the records and run log are the bytes of one-run groups (a slow simulator's)."""
+    from simcalib.metamodel.strategies import ledger
+
+    d: Path = setup["dir"]
+    sizes: list[int] = []
+    real = ledger.simulate_rows
+
+    def counting(study, rows, *args, **kwargs):  # noqa: ANN001, ANN202
+        sizes.append(len(rows))
+        return real(study, rows, *args, **kwargs)
+
+    monkeypatch.setattr(ledger, "simulate_rows", counting)
+    out = {}
+    for name, seconds in (("grown", ledger.GROUP_SECONDS), ("single", 0.0)):
+        monkeypatch.setattr(ledger, "GROUP_SECONDS", seconds)
+        sizes.clear()
+        assert main(["cal-run", *setup["common"], "--strategy", "rs",
+                     "--output", str(d / f"rs_{name}.csv"),
+                     "--output-runs", str(d / f"rs_{name}_runs.csv")]) == 0
+        out[name] = list(sizes)
+    assert set(out["single"]) == {1} and len(out["grown"]) < len(out["single"])
+    assert sum(out["grown"]) == sum(out["single"])
+    for f in ("rs_{}.csv", "rs_{}_runs.csv"):
+        assert (d / f.format("grown")).read_bytes() == (d / f.format("single")).read_bytes()

@@ -98,7 +98,12 @@ def test_failure_region_is_avoided_once_runs_fail() -> None:
     assert p.best_run()["error"] < 0.05
 
 
-def test_resume_after_a_kill_mid_round_replays_the_journal(tmp_path: Path) -> None:
+def test_resume_after_a_kill_mid_round_replays_the_journal(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    # every group "slow": runs journaled one at a time, as for a costly simulator (a fast
+    # one's groups grow; tests/test_calibration_blocks.py checks that)
+    monkeypatch.setattr("simcalib.metamodel.strategies.ledger.GROUP_SECONDS", 0.0)
     full = _run(_study(), 16)
     study = _study()
     calls = {"n": 0}

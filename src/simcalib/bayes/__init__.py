@@ -19,7 +19,23 @@ Modules, one job each:
   metrics, the paper's tables, figures.
 """
 
-from simcalib.bayes.models import Setting, build_setting
-from simcalib.bayes.ode import ODEModel
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["ODEModel", "Setting", "build_setting"]
+
+
+def __getattr__(name: str) -> Any:
+    """``ODEModel``, ``Setting`` and ``build_setting``, imported at first use: every
+    config check imports :mod:`simcalib.bayes.checks` and with it this package, and the
+    ODE stack (sympy, scipy.integrate) would cost every workflow job's start-up."""
+    if name == "ODEModel":
+        from simcalib.bayes.ode import ODEModel
+
+        return ODEModel
+    if name in ("Setting", "build_setting"):
+        from simcalib.bayes import models
+
+        return getattr(models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,13 +16,16 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from simcalib.bayes.models import BUILTIN, build_setting
 from simcalib.config import semantic_check
 from simcalib.errors import ConfigError
 
 
 @semantic_check
 def check_bayes(config: dict[str, Any]) -> None:
+    # here, not at the top: every config check imports this module, and the ODE models
+    # (scipy.integrate) cost a calibration job's start-up 0.1 CPU s it does not need
+    from simcalib.bayes.models import BUILTIN
+
     b = config.get("bayes") or {}
     s = b.get("sampler") or {}
     if "iterations" in s and s.get("burn_in", 0) >= s["iterations"]:
@@ -72,6 +75,7 @@ def check_data_settings(config: dict[str, Any], dirs: Sequence[str] = ()) -> dic
     """Build every selected setting with a user model or a data file (imports the model,
     traces its rhs, reads the data): errors name the setting.  Returns the data file
     of each real-data setting, relative to the working directory when inside it."""
+    from simcalib.bayes.models import build_setting
     from simcalib.bayes.sampler import SamplerConfig
 
     b = config.get("bayes") or {}

@@ -119,7 +119,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 STATUS_OK = "ok"
 STATUS_INVALID = "invalid_input"
@@ -302,9 +302,10 @@ def _split(total: int, shares: np.ndarray) -> np.ndarray:
 def _discrete_erlang(mean: float, shape: int, max_days: int) -> np.ndarray:
     """P(T = d), d = 1..max_days: Erlang(shape, mean) rounded to whole days, at least 1,
     the tail beyond max_days folded into max_days."""
-    dist = stats.gamma(a=shape, scale=mean / shape)
     edges = np.arange(1, max_days) + 0.5  # T = d  <=>  X in [d-0.5, d+0.5); d=1 takes [0, 1.5)
-    cdf = np.concatenate([[0.0], dist.cdf(edges), [1.0]])
+    # the Gamma(shape, mean / shape) cdf, as scipy.stats.gamma computes it (the same
+    # bits) without importing scipy.stats (0.5 CPU s at every calibration job's start)
+    cdf = np.concatenate([[0.0], special.gammainc(shape, edges / (mean / shape)), [1.0]])
     return np.diff(cdf)
 
 

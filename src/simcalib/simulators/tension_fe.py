@@ -21,7 +21,7 @@ Units: mm, MPa, N.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -37,8 +37,9 @@ from simcalib.simulators.base import (
 )
 from simcalib.simulators.fe.material import ELASTIC, LAWS, Material
 from simcalib.simulators.fe.mesh import MeshSize
-from simcalib.simulators.fe.solver import FEError
-from simcalib.simulators.fe.specimen import Specimen, simulate
+
+if TYPE_CHECKING:
+    from simcalib.simulators.fe.specimen import Specimen
 
 # Table 2 of paper 2: the high-fidelity source's fixed Holloman constants (MPa).
 HOLLOMAN = {"E": 206000.0, "nu": 0.26, "sigma0": 650.0, "K": 1500.0, "n": 0.36}
@@ -76,6 +77,11 @@ class TensionFE:
 
     def one(self, row: Mapping[str, float]) -> tuple[dict[str, float], str, str]:
         """Outputs, status and message of one specimen."""
+        # the FE stack (scikit-fem, scipy.sparse) is imported by the runs, not by the
+        # registry: every job that builds any simulator imports this module
+        from simcalib.simulators.fe.solver import FEError
+        from simcalib.simulators.fe.specimen import simulate
+
         vals = {**self.material, **self.hole,
                 **{k: float(v) for k, v in row.items()}}
         if not all(np.isfinite(v) for v in vals.values()):
@@ -168,6 +174,8 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Ten
                 raise ConfigError(f"{key}.mesh.{k}", f"must be a positive integer, "
                                   f"got {mesh[k]!r}")
             mesh[k] = int(mesh[k])
+    from simcalib.simulators.fe.specimen import Specimen
+
     spec = Specimen(**dims, mesh=MeshSize(**mesh))
     return TensionFE(law, material, float(opts["u_max"]), n_steps, spec, hole,
                      float(opts["tol"]))

@@ -35,6 +35,9 @@ from simcalib.study.simulation import simulate_rows
 log = logging.getLogger(__name__)
 
 OptimizeFn = Callable[..., Any]
+#: a journaled group of calibration runs that ends within this many seconds doubles the
+#: next group (:meth:`TargetRun._simulate_rows`)
+GROUP_SECONDS = 0.5
 
 @dataclass
 class Target:
@@ -142,6 +145,8 @@ class TargetRun:
     #: runs made before this job that a strategy may adopt (the study's simulated
     #: design: inputs, outputs, status; ``sequential.use_design``), else None
     given: pd.DataFrame | None = None
+    #: runs per journaled group (:meth:`_simulate_rows`); 0 until the first group
+    _group: int = field(default=0, init=False, repr=False)
     runs: list[dict[str, Any]] = field(default_factory=list)
     op_calls: list[dict[str, Any]] = field(default_factory=list)
     sim_seconds: float = 0.0
@@ -299,15 +304,27 @@ class TargetRun:
             replay.append(rec if same else None)
         todo = rows[[r is None for r in replay]]
         parts = []
-        # ``threads`` runs at a time, each group journaled as it ends: a kill loses at
-        # most the runs in flight, as in a design chunk
-        for g in range(0, len(todo), max(1, self.threads)):
+        # groups of ``threads`` runs, each journaled as it ends: a kill loses at most the
+        # runs in flight, as in a design chunk.  A group that ends within GROUP_SECONDS
+        # doubles the next one (a slower one halves it, down to ``threads``), so a
+        # simulator of milliseconds is not called, and its frames built, once per run
+        # (100 Rosenbrock runs: 0.2 -> 0.03 CPU s); a kill then loses at most about
+        # GROUP_SECONDS of runs.  Seeds come from run ids: the grouping never changes a
+        # result.
+        least = max(1, self.threads)
+        self._group = max(self._group, least)
+        g = 0
+        while g < len(todo):
+            t0 = time.perf_counter()
             # simulate_rows, not run_chunk: a run that fails is data here (a strategy
             # may walk into a failing region), never a reason to stop the job
-            part = simulate_rows(self.study, todo.iloc[g:g + max(1, self.threads)],
-                                 self.seed, stream=stream, threads=self.threads)
+            part = simulate_rows(self.study, todo.iloc[g:g + self._group], self.seed,
+                                 stream=stream, threads=self.threads)
             _journal_append(self._journal, part, names)
             parts.append(part)
+            g += len(part)
+            fast = time.perf_counter() - t0 < GROUP_SECONDS
+            self._group = self._group * 2 if fast else max(least, self._group // 2)
         new = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
         if len(new) == len(rows):   # nothing replayed: the new runs, in rows order
             return new

@@ -35,7 +35,13 @@ log = logging.getLogger(__name__)
 
 
 def default_optimize() -> OptimizeFn:
-    from simcalib.metamodel.milp import optimize
+    """The MILP's ``optimize``, imported at its first call: a strategy that solves no
+    MILP (rs, blackbox) does not pay the solver stack's import (scipy.optimize, HiGHS)
+    at its job's start."""
+    def optimize(*args: Any, **kwargs: Any) -> Any:
+        from simcalib.metamodel.milp import optimize as milp_optimize
+
+        return milp_optimize(*args, **kwargs)
 
     return optimize
 
