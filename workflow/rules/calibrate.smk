@@ -1,9 +1,11 @@
 # Calibration stage (paper 1): strategies under a simulation budget, their summary and
-# the experiments' figures.  One job per study x target set x strategy x block of
-# targets (calibration.block_size; cal_merge joins a strategy's blocks into the records
-# one job over every target writes, byte for byte); every job's
-# params hold only the keys its strategy reads (the strategy registry says which), so
-# changing a proximity value reruns only the jobs that use it and never retrains.
+# the experiments' figures.  One job per study x target set x strategy: cal_run writes
+# the strategy's records itself when its targets make one block
+# (calibration.block_size); a strategy split into blocks runs one cal_run_block job per
+# block and cal_merge joins them into the records one job writes, byte for byte.  Every
+# job's params hold only the keys its strategy reads (the strategy registry says
+# which), so changing a proximity value reruns only the jobs that use it and never
+# retrains.
 #
 # A calibration directory ({caldir}) names the target set and, for the PtS proximity
 # sweep, the proximity:
@@ -58,7 +60,43 @@ rule cal_anchors:
         "{params.solved} --output {output} > {log} 2>&1"
 
 
+# a strategy of one block: one job, no merge (a job and a process fewer per strategy:
+# the default config's toy studies spend more on job start-up than on their runs)
 rule cal_run:
+    input:
+        unpack(cal_whole_inputs),
+    output:
+        records="results/{study}/{caldir}/{strategy}.csv",
+        runs="results/{study}/{caldir}/runs/{strategy}.csv",
+    log:
+        "results/logs/{study}/{caldir}/cal_run_{strategy}.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/{caldir}/cal_run_{strategy}.tsv"
+    conda:
+        "../../envs/simcalib.yaml"
+    threads: cal_threads
+    resources:
+        mem_mb=4000,
+        runtime=240,
+    params:
+        cfg=cal_params,
+        solver=cal_solver,
+        extra=cal_extra_args,
+        seed=config["seed"],
+    shell:
+        "python -m simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
+        "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
+        "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
+        "{params.extra} --threads {threads} "
+        "--output {output.records} --output-runs {output.runs} > {log} 2>&1"
+
+
+# a strategy in blocks: cal_run_block per block, joined by cal_merge (cal_run, when
+# its inputs exist, i.e. for one block, is preferred)
+ruleorder: cal_run > cal_merge
+
+
+rule cal_run_block:
     input:
         unpack(cal_inputs),
     output:
