@@ -70,7 +70,9 @@ def test_blocks_write_the_serial_bytes(setup, strategy: str) -> None:
         assert main(["cal-run", *run, "--block", f"{i}/3", "--output-block", b]) == 0
     assert main(["cal-merge", "--blocks", *blocks, "--output", str(d / f"{strategy}_m.csv"),
                  "--output-runs", str(d / f"{strategy}_m_runs.csv")]) == 0
-    assert not (d / ".journal").exists()   # per-target journals removed once written
+    # per-target journals (blocks/<strategy>/.journal for a whole-strategy job too)
+    # removed once written, with their folders
+    assert not (d / ".journal").exists() and not (d / "blocks").exists()
     serial = (d / f"{strategy}.csv").read_bytes()
     assert serial == (d / f"{strategy}_m.csv").read_bytes()
     assert (d / f"{strategy}_runs.csv").read_bytes() == (d / f"{strategy}_m_runs.csv").read_bytes()

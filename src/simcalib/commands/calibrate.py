@@ -26,7 +26,13 @@ from pathlib import Path
 import pandas as pd
 
 from simcalib import io, timing
-from simcalib.commands._common import add_study_args, load_params, seed_from_args, study_from_args
+from simcalib.commands._common import (
+    add_study_args,
+    load_params,
+    one_torch_thread,
+    seed_from_args,
+    study_from_args,
+)
 from simcalib.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -209,6 +215,7 @@ def _load(args: argparse.Namespace):
 
     study = _study(args)
     mm = load_metamodel(args.metamodel)
+    one_torch_thread()
     check_compatible(study, mm, str(Path(args.metamodel) / "metamodel.json"))
     targets = io.read_csv(args.targets, ["target_id"])
     return study, mm, targets
@@ -278,11 +285,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     _warn_metamodel(mm)
     t0 = time.perf_counter()
     # per-run journals beside the output: a killed job resumes mid-target; removed once
-    # the records are written (a forced rerun then simulates afresh)
-    # (a block's targets share the strategy's folder: journals are per target, so a
-    # rerun resumes whatever the blocking)
+    # the records are written (a forced rerun then simulates afresh).  Journals are per
+    # target, in the folder of the strategy's blocks (blocks/<strategy>/.journal) for a
+    # block and for a whole-strategy job alike, so a rerun resumes whatever the blocking
     jdir = (Path(out).parent / ".journal" if args.block
-            else Path(out).parent / ".journal" / Path(out).stem)
+            else Path(out).parent / "blocks" / Path(out).stem / ".journal")
     part = calibrate_block(study, mm, targets, args.strategy, settings, _solver(args),
                            seed_from_args(args), proximity=args.proximity, anchors=anchors,
                            source=args.targets, threads=args.threads, journal_dir=jdir,
@@ -299,7 +306,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     for tid in rec["target_id"] if "target_id" in rec else []:
         with contextlib.suppress(OSError):
             (jdir / f"{args.strategy}_{int(tid)}.jsonl").unlink()
-    for d in (jdir, jdir.parent):   # the folders, once empty
+    for d in (jdir, jdir.parent, jdir.parent.parent):   # the folders, once empty
         with contextlib.suppress(OSError):
             d.rmdir()
     _report_records(study.name, args.strategy, rec, time.perf_counter() - t0, out,

@@ -11,7 +11,12 @@ import logging
 from pathlib import Path
 
 from simcalib import io
-from simcalib.commands._common import add_study_args, seed_from_args, study_from_args
+from simcalib.commands._common import (
+    add_study_args,
+    one_torch_thread,
+    seed_from_args,
+    study_from_args,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +49,7 @@ def cmd_posterior(args: argparse.Namespace) -> int:
 
     study = study_from_args(args)
     mm = Metamodel.load(args.metamodel)
+    one_torch_thread()
     check_compatible(study, mm, str(Path(args.metamodel) / "metamodel.json"))
     targets = io.read_csv(args.targets, ["target_id"])
     cfg = (study.cfg.get("calibration") or {}).get("posterior") or {}
