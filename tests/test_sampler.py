@@ -200,6 +200,35 @@ def test_until_converged_extends_to_cap_or_stops_when_converged():
     assert res.record["iterations_run"] < 5000
 
 
+def test_until_converged_checks_minor_modes_of_what_the_summary_judges(monkeypatch):
+    """The extension loop looks for poorly explored minor modes in theta *and* in
+    gamma, ell, sigma2 (on the summary's scale): the summary flags a hyperparameter's
+    minor mode, so a loop that checked theta alone stopped "converged" on chain sets
+    the table then called unconverged (predator-prey KOH's ell, 4/2 visits)."""
+    from simcalib.bayes import lockstep
+    from simcalib.bayes.posterior import HYPER_NAMES
+
+    seen: list[dict] = []
+
+    def spy(draws):
+        seen.append(dict(draws))
+        return []
+
+    monkeypatch.setattr(lockstep, "poorly_explored", spy)
+    pb, _ = _problem("two_mass", "koh")
+    cfg = SamplerConfig.from_dict({
+        "iterations": 300, "burn_in": 150, "chains": 2, "log_every": 0, "progress": False,
+        "until_converged": {"max_iterations": 3000, "block": 300, "r_hat": 2.0,
+                            "ess_bulk": 5}})
+    res = run(pb, cfg, 2, ("u",))
+    assert res.record["stop_reason"] == "converged" and seen
+    names = list(seen[-1])
+    assert names == [*pb.setting.params, *HYPER_NAMES]
+    kept = res.chains[0]
+    assert np.allclose(seen[-1]["hyper_sigma2"][0], kept.sigma2)
+    assert np.allclose(seen[-1]["hyper_ell"][0], np.exp(kept.log_ell))
+
+
 @pytest.mark.parametrize("bad, key", [
     ({"engine": "fast"}, "bayes.sampler.engine"),
     ({"theta_scale": "log"}, "bayes.sampler.theta_scale"),

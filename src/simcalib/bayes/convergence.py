@@ -33,7 +33,8 @@ class UntilConverged:
     block: int | None = None
     r_hat: float = R_HAT_MAX
     ess_bulk: float = ESS_BULK_MIN
-    #: also extend while a minor mode of theta is poorly explored (simcalib.bayes.modes)
+    #: also extend while a minor mode of theta or a hyperparameter is poorly explored
+    #: (simcalib.bayes.modes; the same variables the posterior summary judges)
     minor_modes: bool = True
 
     @classmethod

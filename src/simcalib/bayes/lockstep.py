@@ -69,6 +69,7 @@ from simcalib.bayes.batched import (
     chol_solve_batch,
 )
 from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX
+from simcalib.bayes.models import HYPER
 from simcalib.bayes.modes import poorly_explored
 from simcalib.bayes.protocol import HyperPrior
 from simcalib.errors import DataError
@@ -690,9 +691,15 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
                 # times (or never) needs more iterations as well
                 modes = []
                 if until.minor_modes:
-                    th = state.draws(drop, keys=("theta",))["theta"][sampler.slices[0]]
-                    modes = poorly_explored({p: th[..., i] for i, p in
-                                             enumerate(sampler.pb.setting.params)})
+                    # the variables (and scales) the posterior summary judges, so that
+                    # a chain set this loop calls converged is not flagged there
+                    sl0 = sampler.slices[0]
+                    d0 = state.draws(drop, keys=("theta", "hyp", "s2"))
+                    th, hy = d0["theta"][sl0], d0["hyp"][sl0]
+                    modes = poorly_explored({
+                        **{p: th[..., i] for i, p in enumerate(sampler.pb.setting.params)},
+                        HYPER["gamma"]: np.exp(hy[..., 0]), HYPER["ell"]: np.exp(hy[..., 1]),
+                        HYPER["sigma2"]: d0["s2"][sl0]})
                 if not modes:
                     stop = "converged"
                     break
