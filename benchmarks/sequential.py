@@ -21,7 +21,9 @@ design, as breakeven.py).  A stochastic study's chosen points are re-scored with
 ``--rescore`` fresh replicates (common random numbers).  ``--fail`` adds a variant
 of each study whose simulator fails in a box (``simulator.fail_region``), to count
 failed runs per method beside the design's failure share.  CPU seconds are process
-CPU time per proposal (runs included).
+CPU time per proposal (runs included): averaged over the search (``cpu_s_per_run``) and
+at the end of it (``cpu_s_last_run``: sequential's last round, GP-BO's last 4 runs, per
+run), the marginal cost of a proposal at N.
 
     python benchmarks/sequential.py --quick      # minutes: 1 seed, N 128, K 1 and 3
     python benchmarks/sequential.py              # 2 seeds x 10 targets, N 128 256 512
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import copy
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -76,6 +79,33 @@ def _study(cfg: dict[str, Any], name: str, n_targets: int, fail: bool) -> Study:
     if fail:
         scfg["simulator"]["fail_region"] = FAIL[name]
     return Study(name + ("_fail" if fail else ""), scfg)
+
+
+LAST_RUNS = 4   # GP-BO's marginal CPU per proposal: over its last 4 runs (sequential's batch)
+
+
+class RoundCPU(logging.Handler):
+    """Process CPU time at each of the sequential strategy's round lines, with the runs
+    used by then: the CPU of the *last* round per run it added is the cost of a
+    proposal at that N (the goal compares it with GP-BO's last proposals, whose cost
+    grows with N; an average over the whole search would hide both curves)."""
+
+    PATTERN = re.compile(r"sequential round \d+: (\d+)/\d+ runs")
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.marks: list[tuple[float, int]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = self.PATTERN.search(record.getMessage())
+        if m:
+            self.marks.append((time.process_time(), int(m.group(1))))
+
+    def last_per_run(self) -> float:
+        if len(self.marks) < 2:
+            return float("nan")
+        (c0, u0), (c1, u1) = self.marks[-2], self.marks[-1]
+        return (c1 - c0) / max(1, u1 - u0)
 
 
 def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: list[int],
@@ -125,18 +155,32 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
         for N in totals:
             for K in ks:
                 for sub in jobs(K):
+                    rounds = RoundCPU()
+                    seq_log = logging.getLogger("simcalib.metamodel.strategies.sequential")
+                    # its round lines reach only this handler (the console stays quiet)
+                    saved = seq_log.level, seq_log.propagate
+                    seq_log.setLevel(logging.INFO)
+                    seq_log.propagate = False
+                    seq_log.addHandler(rounds)
                     t0 = time.process_time()
-                    rec, runs = calibrate(study, smm, tdf.loc[sub], "sequential",
-                                          {**settings_of["sequential"], "budget": N // K},
-                                          solver, seed)
+                    try:
+                        rec, runs = calibrate(study, smm, tdf.loc[sub], "sequential",
+                                              {**settings_of["sequential"], "budget": N // K},
+                                              solver, seed)
+                    finally:
+                        seq_log.removeHandler(rounds)
+                        seq_log.setLevel(saved[0])
+                        seq_log.propagate = saved[1]
                     cpu = (time.process_time() - t0) / max(1, len(runs))
+                    last = rounds.last_per_run()
                     for (_, rr), i in zip(rec.iterrows(), sub, strict=True):
                         x = np.array([rr[f"x_{p}"] for p in study.space.tunable_names])
                         add("sequential", N, K, targets[i], x, float(rr["error"]),
-                            int(rr["runs"]), int(rr["failed_runs"]), cpu)
+                            int(rr["runs"]), int(rr["failed_runs"]), cpu,
+                            {"cpu_s_last_run": last})
                     log.info("%s seed %d N=%d K=%d sequential (targets %s): median Delta "
-                             "%.4g, %.2f CPU-s/run", study.name, seed, N, K, sub,
-                             rec["error"].median(), cpu)
+                             "%.4g, %.2f CPU-s/run (last round %.2f)", study.name, seed, N, K,
+                             sub, rec["error"].median(), cpu, last)
     # ---- black boxes: anytime per target ------------------------------------------
     for m in (m for m in methods if m in ("gpbo", "blackbox")):
         need: dict[int, int] = {}
@@ -162,7 +206,10 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                     j = int(np.argmin(e))
                     add(m, N, K, t, p.runs[j]["x"], float(errs[j]) if np.isfinite(e[j])
                         else float("nan"), b, int((~np.isfinite(errs[:b])).sum()),
-                        p.cpu[b - 1] / b)
+                        p.cpu[b - 1] / b,
+                        # the last LAST_RUNS proposals' CPU per run: the marginal cost at b
+                        {"cpu_s_last_run": (p.cpu[b - 1] - p.cpu[b - 1 - LAST_RUNS])
+                         / LAST_RUNS if b > LAST_RUNS else float("nan")})
             log.info("%s seed %d %s target %d: %d runs, best Delta %.4g", study.name, seed, m,
                      t.target_id, B, np.nanmin(np.where(np.isfinite(errs), errs, np.nan)))
     # ---- design + adaptive ---------------------------------------------------------
@@ -227,12 +274,15 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
+    if "cpu_s_last_run" not in df:      # rows written before the column existed
+        df = df.assign(cpu_s_last_run=float("nan"))
     g = df.groupby(["study", "K", "N", "method"])
     out = g.agg(median=("score", "median"), q25=("score", lambda s: s.quantile(0.25)),
                 q75=("score", lambda s: s.quantile(0.75)), mean=("score", "mean"),
                 n=("score", "size"), failed_targets=("score", lambda s: int(s.isna().sum())),
                 runs=("runs", "sum"), failed_runs=("failed_runs", "sum"),
                 cpu_s_per_run=("cpu_s_per_run", "median"),
+                cpu_s_last_run=("cpu_s_last_run", "median"),
                 design_fail_share=("design_fail_share", "first")).reset_index()
     out["failed_share"] = out["failed_runs"] / out["runs"].where(out["runs"] > 0)
     return out
@@ -279,7 +329,7 @@ def report() -> pd.DataFrame:
     figure(s, OUT / "sequential.png")
     with pd.option_context("display.width", 200, "display.max_rows", 500):
         print(s[["study", "K", "N", "method", "median", "q25", "q75", "n", "failed_targets",
-                 "failed_share", "design_fail_share", "cpu_s_per_run"]]
+                 "failed_share", "design_fail_share", "cpu_s_per_run", "cpu_s_last_run"]]
               .to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     # ratios the issue's goals read, per (study, K, N)
     piv = s.pivot_table(index=["study", "K", "N"], columns="method", values="median")
