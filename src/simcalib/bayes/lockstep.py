@@ -670,19 +670,27 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
     state.advance(cfg.iterations, **kw)
     drop = 0
 
-    def check(sl: slice, dr: dict[str, np.ndarray] | None = None) -> tuple[float, float]:
-        if chains < 2:
-            return float("nan"), float("nan")
+    def judged(sl: slice, dr: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Run ``sl``'s kept draws of the variables the posterior summary judges, on its
+        scales (theta, gamma, ell, sigma2): R-hat/ESS and the minor-mode check read
+        these, so a chain set this loop calls converged is not flagged there."""
         if dr is None:
             dr = state.draws(drop, keys=("theta", "hyp", "s2"))
-        return diagnose({"theta": dr["theta"][sl], "gamma": np.exp(dr["hyp"][sl, ..., 0]),
-                         "ell": np.exp(dr["hyp"][sl, ..., 1]), "sigma2": dr["s2"][sl]})
+        return {"theta": dr["theta"][sl], "gamma": np.exp(dr["hyp"][sl, ..., 0]),
+                "ell": np.exp(dr["hyp"][sl, ..., 1]), "sigma2": dr["s2"][sl]}
+
+    def check(v: dict[str, np.ndarray]) -> tuple[float, float]:
+        if chains < 2:
+            return float("nan"), float("nan")
+        return diagnose(v)
 
     stop = "fixed_length"
     extra: dict[str, Any] = {}
     r_hat = ess = float("nan")
     if until is not None:         # one run (checked above): its R-hat, ESS decide
-        r_hat, ess = check(sampler.slices[0])
+        sl0 = sampler.slices[0]
+        cur = judged(sl0)
+        r_hat, ess = check(cur)
         block = until.block or cfg.iterations
         discard = cfg.burn_in
         while True:
@@ -691,15 +699,10 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
                 # times (or never) needs more iterations as well
                 modes = []
                 if until.minor_modes:
-                    # the variables (and scales) the posterior summary judges, so that
-                    # a chain set this loop calls converged is not flagged there
-                    sl0 = sampler.slices[0]
-                    d0 = state.draws(drop, keys=("theta", "hyp", "s2"))
-                    th, hy = d0["theta"][sl0], d0["hyp"][sl0]
                     modes = poorly_explored({
-                        **{p: th[..., i] for i, p in enumerate(sampler.pb.setting.params)},
-                        HYPER["gamma"]: np.exp(hy[..., 0]), HYPER["ell"]: np.exp(hy[..., 1]),
-                        HYPER["sigma2"]: d0["s2"][sl0]})
+                        **{p: cur["theta"][..., i]
+                           for i, p in enumerate(sampler.pb.setting.params)},
+                        **{HYPER[k]: cur[k] for k in ("gamma", "ell", "sigma2")}})
                 if not modes:
                     stop = "converged"
                     break
@@ -722,7 +725,8 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
                 state.advance(n_more, **kw)
             assert state.kept_from is not None
             drop = discard - state.kept_from
-            r_hat, ess = check(sampler.slices[0])
+            cur = judged(sl0)
+            r_hat, ess = check(cur)
             log.info("%s: extended to %d iterations: R-hat max %.3f, bulk ESS min %.0f",
                      label, state.it, r_hat, ess)
         if stop == "max_iterations":
@@ -738,7 +742,7 @@ def run_lockstep_many(pbs: list[Any], cfg: Any, inits: list[dict[str, Any]],
     out = []
     for g, sl in enumerate(sampler.slices):
         if until is None:
-            r_hat, ess = check(sl, diag)
+            r_hat, ess = check(judged(sl, diag))
         record: dict[str, Any] = {"engine": "vectorized", "forward": sampler.fwd.mode,
                                   "covariance": "kronecker"
                                   if isinstance(sampler.cov, KronLayout) else "full",

@@ -240,13 +240,20 @@ class TargetRun:
         t0 = time.perf_counter()
         res = self._simulate_rows(rows)
         self.sim_seconds += time.perf_counter() - t0
-        ok = (res["status"] == "ok").to_numpy()
         Y = res[self.out_names].to_numpy(dtype=float)
+        return self._enter(X, Y, res["status"].to_numpy(), res["message"].to_numpy(),
+                           (res["status"] == "ok").to_numpy(), phase)
+
+    def _enter(self, X: np.ndarray, Y: np.ndarray, status: np.ndarray, message: np.ndarray,
+               ok: np.ndarray, phase: str) -> np.ndarray:
+        """Log runs as this target's next runs (ids from :attr:`used`) with their Delta
+        (inf where not ``ok``); returns the Deltas.  One place for simulated and
+        adopted runs alike."""
         errs = np.where(ok, self.err(np.where(ok[:, None], Y, 0.0)), np.inf)
         for i in range(len(X)):
-            self.runs.append({"run_id": int(rows["run_id"].iloc[i]), "phase": phase,
-                              "x": X[i].copy(), "y": Y[i].copy(), "status": res["status"].iloc[i],
-                              "message": res["message"].iloc[i], "error": float(errs[i])})
+            self.runs.append({"run_id": self.used, "phase": phase, "x": X[i].copy(),
+                              "y": Y[i].copy(), "status": status[i], "message": message[i],
+                              "error": float(errs[i])})
         return errs
 
     def adopt(self, rows: pd.DataFrame, phase: str) -> None:
@@ -262,12 +269,7 @@ class TargetRun:
         status = rows["status"].astype(str).to_numpy()
         msg = (rows["message"].fillna("").astype(str).to_numpy() if "message" in rows
                else np.full(len(rows), ""))
-        ok = (status == "ok") & np.isfinite(Y).all(axis=1)
-        errs = np.where(ok, self.err(np.where(ok[:, None], Y, 0.0)), np.inf)
-        for i in range(len(rows)):
-            self.runs.append({"run_id": self.used, "phase": phase, "x": X[i].copy(),
-                              "y": Y[i].copy(), "status": status[i], "message": msg[i],
-                              "error": float(errs[i])})
+        self._enter(X, Y, status, msg, (status == "ok") & np.isfinite(Y).all(axis=1), phase)
 
     def close_journal(self) -> None:
         """fsync and close the target's journal (its runs stay replayable)."""
