@@ -27,7 +27,9 @@ random numbers) and that is the score used.  CPU seconds are process CPU time.
     python benchmarks/breakeven.py                  # 3 seeds, 10 targets, bmax 100
     python benchmarks/breakeven.py --report-only    # table + figure from the CSVs
 
-Writes ``results/benchmarks/breakeven_runs_<study>_<seed>_<part>.csv`` (per target),
+Writes ``results/benchmarks/breakeven_runs_<study>_<seed>_<part>.csv`` (per target;
+rewritten after each black-box target, so a killed run keeps the targets it finished;
+a ``--skip-targets k`` run writes ``..._<part>_from<k>.csv`` beside the earlier file),
 ``breakeven.csv`` (means with spread over seeds), ``breakeven_table.csv`` (K*) and
 ``breakeven.png``.
 """
@@ -186,6 +188,17 @@ def run_study(cfg: dict[str, Any], name: str, seeds: list[int], n_targets: int,
             log.info("%s seed %d n=%d: min test R2 %.4f, train %.0f CPU-s", name, seed,
                      len(sub), metrics["min_test_r2"], train_cpu)
         # ---- black boxes: one anytime run per target --------------------------------
+        # one file per (study, seed, part), rewritten after every black-box target so a
+        # killed run keeps what it measured; seeds can run as separate processes
+        # (--seed-offset) and a --skip-targets run writes its own file (``_from<k>``)
+        part = "all" if methods and bb else ("mm" if methods else "bb")
+        part += f"_from{skip_targets}" if skip_targets and bb else ""
+
+        def save(seed: int = seed, part: str = part) -> None:
+            mine = [q for q in rows if q["seed"] == seed]
+            if mine:
+                io.write_csv(pd.DataFrame(mine), OUT / f"breakeven_runs_{name}_{seed}_{part}.csv")
+
         grid = sorted({*range(r, bmax + 1, 1 if not stochastic else 10), r, bmax})
         for m in bb:
             settings = merged_settings({**base.cfg["calibration"], "budget": bmax})
@@ -208,11 +221,8 @@ def run_study(cfg: dict[str, Any], name: str, seeds: list[int], n_targets: int,
                 log.info("%s seed %d %s target %d: %d runs, Delta %.4g at r, %.4g at %d, "
                          "%.1f CPU-s", name, seed, m, tid, B, errs[:r].min(),
                          errs.min(), B, p.cpu[-1])
-        # one file per (study, seed): kept as soon as the seed is done, and seeds can
-        # run as separate processes (--seed-offset)
-        part = "all" if methods and bb else ("mm" if methods else "bb")
-        out = pd.DataFrame([q for q in rows if q["seed"] == seed])
-        io.write_csv(out, OUT / f"breakeven_runs_{name}_{seed}_{part}.csv")
+                save()
+        save()
     return pd.DataFrame(rows)
 
 

@@ -30,7 +30,9 @@ run), the marginal cost of a proposal at N.
     python benchmarks/sequential.py --report-only
 
 Writes ``results/benchmarks/sequential_runs_<study>_<seed>_<methods>.csv`` (per
-target and method; processes with different ``--methods`` write different files),
+target and method; processes with different ``--methods`` write different files, a
+``--k1-skip k`` run ``..._from<k>.csv``; rewritten after every job, so a killed run
+keeps what it finished),
 ``sequential.csv`` (median and quartiles of Delta over seeds x targets,
 runs, failed runs, CPU per proposal) and ``sequential.png`` (Delta vs N per K).
 """
@@ -110,7 +112,7 @@ class RoundCPU(logging.Handler):
 
 def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: list[int],
              ks: list[int], methods: list[str], rescore_k: int, fail: bool,
-             log: logging.Logger, k1: int = 3) -> pd.DataFrame:
+             log: logging.Logger, k1: int = 3, k1_skip: int = 0) -> pd.DataFrame:
     study = _study(cfg, name, n_targets, fail)
     cal = merged_settings(cfg["studies"][name]["calibration"])
     r = int(cal["budget"])
@@ -130,6 +132,14 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
     tdf = tdf[tdf["status"] == "ok"].reset_index(drop=True)
     targets = read_targets(tdf, study, smm)
     rows: list[dict[str, Any]] = []
+    # rewritten after every job, target and design cell, so a killed run keeps what it
+    # finished; a run with --k1-skip writes its own file beside the earlier one
+    path = OUT / (f"sequential_runs_{study.name}_{seed}_{'-'.join(methods)}"
+                  f"{f'_from{k1_skip}' if k1_skip else ''}.csv")
+
+    def flush() -> None:
+        if rows:
+            io.write_csv(pd.DataFrame(rows), path)
 
     def score(t: Any, x: np.ndarray, e: float) -> float:
         if rescore_k <= 0 or not np.isfinite(e):
@@ -145,8 +155,10 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
 
     def jobs(K: int) -> list[list[int]]:
         """The target rows of each job: K = 1 on each of the first ``k1`` targets (a
-        median over targets), else the first K targets in one job."""
-        return [[i] for i in range(min(k1, len(targets)))] if K == 1 else [list(range(K))]
+        median over targets; the first ``k1_skip`` left out, measured by an earlier
+        run), else the first K targets in one job."""
+        return ([[i] for i in range(k1_skip, min(k1, len(targets)))] if K == 1
+                else [list(range(K))])
 
     settings_of = {m: merged_settings({**cfg["studies"][name]["calibration"], "rescore": 0,
                                        "select": {"top": 0}}) for m in methods}
@@ -181,6 +193,7 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                     log.info("%s seed %d N=%d K=%d sequential (targets %s): median Delta "
                              "%.4g, %.2f CPU-s/run (last round %.2f)", study.name, seed, N, K,
                              sub, rec["error"].median(), cpu, last)
+                    flush()
     # ---- black boxes: anytime per target ------------------------------------------
     for m in (m for m in methods if m in ("gpbo", "blackbox")):
         need: dict[int, int] = {}
@@ -212,6 +225,7 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                          / LAST_RUNS if b > LAST_RUNS else float("nan")})
             log.info("%s seed %d %s target %d: %d runs, best Delta %.4g", study.name, seed, m,
                      t.target_id, B, np.nanmin(np.where(np.isfinite(errs), errs, np.nan)))
+            flush()
     # ---- design + adaptive ---------------------------------------------------------
     def design_cells() -> Any:
         """(N, K, target rows, design) of the design routes: a Sobol prefix of N - r K
@@ -250,6 +264,7 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                     {"design_n": len(sub), "min_test_r2": metrics["min_test_r2"]})
             log.info("%s seed %d N=%d K=%d adaptive (design %d): median Delta %.4g",
                      study.name, seed, N, K, len(sub), rec["error"].median())
+            flush()
     # ---- sbi's NPE on a design of N - r K runs, r posterior draws per target ---------
     if "npe" in methods:
         from coverage import best_of_draws, npe_draws, npe_fit
@@ -268,9 +283,9 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                     cpu, {"design_n": len(sub)})
             log.info("%s seed %d N=%d K=%d npe (design %d + %d draws run per target) done",
                      study.name, seed, N, K, len(sub), r)
-    out = pd.DataFrame(rows)
-    io.write_csv(out, OUT / f"sequential_runs_{study.name}_{seed}_{'-'.join(methods)}.csv")
-    return out
+            flush()
+    flush()
+    return pd.DataFrame(rows)
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -353,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="+", default=["sequential", "gpbo", "adaptive"])
     ap.add_argument("--k1-targets", type=int, default=3,
                     help="K = 1: one job on each of this many targets")
+    ap.add_argument("--k1-skip", type=int, default=0,
+                    help="K = 1: leave out the first this many targets (measured by an "
+                         "earlier run; the targets are a prefix series); own output file")
     ap.add_argument("--rescore", type=int, default=5)
     ap.add_argument("--fail", action="store_true",
                     help="the studies' failing variants (simulator.fail_region) instead")
@@ -374,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
             first = cfg["seed"] + args.seed_offset
             for seed in range(first, first + args.seeds):
                 run_seed(cfg, name, seed, args.targets, args.totals, args.ks, args.methods,
-                         args.rescore if stochastic else 0, args.fail, log, args.k1_targets)
+                         args.rescore if stochastic else 0, args.fail, log, args.k1_targets,
+                         args.k1_skip)
     report()
     return 0
 
