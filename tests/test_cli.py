@@ -55,6 +55,8 @@ OUTPUTS: dict[str, set[str]] = {
     "bayes-replication-tables": {"--output-dir", "--output-figure"},
     "report-summary": {"--output", "--output-runtime", "--output-html", "--output-tables-dir",
                        "--output-figures-dir"},
+    # its members' verbs carry their own outputs in the plan
+    "batch": set(),
 }
 # read and written (resume state), so neither an input nor an output flag
 READ_WRITE = {("sim-run", "--journal")}

@@ -126,6 +126,30 @@ def test_proximity_change_does_not_retrain(workflow_dir: Path, tmp_path: Path) -
         assert rule not in jobs, f"{rule} would rerun: {jobs}"
 
 
+def test_one_job_study_runs_its_calibration_in_one_batch(workflow_dir: Path,
+                                                          tmp_path: Path) -> None:
+    """calibration.one_job (tiny: epidemic): one `simcalib batch` job made the study's
+    anchors, records, sweep and tables, each member logging where its own job would;
+    a proximity change reruns that one job and nothing upstream."""
+    logs = workflow_dir / "results" / "logs" / "epidemic"
+    batch_log = (logs / "cal_study.log").read_text()
+    assert re.search(r"(\d+) of \1 members done", batch_log), batch_log
+    assert "epidemic pts: " in (logs / "calibration" / "cal_run_pts.log").read_text()
+    assert "R=1" in batch_log and "cal-sweep" in batch_log
+    base = workflow_dir / "results" / "epidemic" / "calibration"
+    for name in ("anchors.csv", "rs.csv", "pts.csv", "summary.csv", "sweep.csv",
+                 "sweep/R1/pts.csv"):
+        assert (base / name).exists(), name
+
+    def edit(cfg: dict) -> None:
+        cfg["studies"]["epidemic"]["calibration"]["proximity"] = 0.123
+
+    jobs = _jobs_planned(workflow_dir, _changed_config(tmp_path, edit))
+    assert jobs.get("cal_study_epidemic", 0) == 1, jobs
+    for rule in ("mm_train", "sim_run", "cal_run", "cal_anchors", "cal_summary"):
+        assert rule not in jobs, f"{rule} would rerun: {jobs}"
+
+
 def test_summary_and_html_report(workflow_dir: Path) -> None:
     summary = (workflow_dir / "results" / "report" / "summary.md").read_text()
     for part in ("What to trust", "Metamodel calibration: study", "paper 2's examples",

@@ -18,6 +18,9 @@ import sys
 
 from simcalib.errors import SimcalibError
 
+#: the line format of every verb's log
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
 # One module per workflow stage; each defines register(subparsers).
 VERB_MODULES: list[str] = [
     "simcalib.commands.simulate",
@@ -27,6 +30,7 @@ VERB_MODULES: list[str] = [
     "simcalib.commands.multisource",
     "simcalib.commands.bayes",
     "simcalib.commands.report",
+    "simcalib.commands.batch",
 ]
 
 
@@ -38,6 +42,7 @@ STAGES: list[tuple[str, str]] = [
     ("ms", "Multi-source calibration (paper 2, iPro-NC)"),
     ("bayes", "Bayesian ODE calibration (paper 3, KOH vs MOS)"),
     ("report", "Report"),
+    ("batch", "Several verbs in one process (calibration.one_job)"),
 ]
 
 CONVENTIONS = """\
@@ -104,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             faulthandler.enable(all_threads=True)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=LOG_FORMAT,
         stream=sys.stderr,
     )
     try:

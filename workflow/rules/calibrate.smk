@@ -346,3 +346,37 @@ for _s in cal_studies():
             f"results/{_s}/calibration/noise.csv",
             f"results/{_s}/calibration/noise.png",
         ]
+
+
+# calibration.one_job: a study's whole calibration phase (OP anchors, its strategies of
+# one block on each target set and the sweep, their tables) as one `simcalib batch` job,
+# the verbs and arguments their own jobs would run, in one process: for simulators of
+# milliseconds a run, where each job's start-up (~1.3 CPU s) costs more than its runs.
+# Each member writes its own job's log.  These rules name their outputs without
+# wildcards, so Snakemake prefers them to the rules above for those files.
+for _study, _set in cal_job_sets():
+
+    rule:
+        name:
+            f"cal_study_{_study}"
+        input:
+            **_set["inputs"],
+        output:
+            _set["outputs"],
+        log:
+            _set["logs"],
+        benchmark:
+            _set["benchmark"]
+        conda:
+            "../../envs/simcalib.yaml"
+        threads: _set["threads"]
+        priority: _set["priority"]
+        resources:
+            mem_mb=4000,
+            runtime=240,
+        params:
+            # a function: the plan's braces (a command simulator's {input_file}) are not
+            # wildcards to expand
+            plan=lambda wildcards, plan=_set["plan"]: plan,
+        shell:
+            "python -m simcalib batch --plan {params.plan:q} > {log[0]} 2>&1"

@@ -1,6 +1,9 @@
 # Input functions, params and constants of the calibrate rules (workflow/rules/calibrate.smk),
 # kept apart from the rules as `snakemake --lint` asks.
 
+import json
+from types import SimpleNamespace
+
 from simcalib.metamodel.strategies.registry import job_settings, reads_design, registry
 from simcalib.metamodel.strategies.settings import (
     merged_settings,
@@ -214,3 +217,201 @@ def posterior_params(wildcards):
     out = {k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg}
     out["calibration"] = {"posterior": cfg["calibration"]["posterior"]}
     return as_json(out)
+
+
+# ---- calibration.one_job: a target set's anchors and strategies in one `batch` job ----
+
+
+def _wc(study, caldir, strategy=None):
+    """Wildcards as cal_run's job for (study, caldir, strategy) would see them."""
+    return SimpleNamespace(study=study, caldir=caldir, strategy=strategy)
+
+
+def cal_caldirs(study):
+    """Every calibration directory the workflow asks for, with its strategies: the
+    study's targets, its extra target sets (extra_strategies), the PtS sweep."""
+    cal = config["studies"][study]["calibration"]
+    out = {"calibration": list(cal["strategies"])}
+    for w in cal["extra_targets"]:
+        out[f"calibration/targets_{w}"] = list(cal["extra_strategies"])
+    for r in sweep_values(study):
+        out[f"{SWEEP_PREFIX}{r}"] = ["pts"]
+    return out
+
+
+def _run_member(study, caldir, strategy):
+    """(argv, log, inputs, outputs) of one strategy's cal-run, as its cal_run job."""
+    w = _wc(study, caldir, strategy)
+    inputs = cal_inputs(w)
+    extra = cal_extra_args(w, SimpleNamespace(**inputs)).split()
+    rec = f"results/{study}/{caldir}/{strategy}.csv"
+    runs = f"results/{study}/{caldir}/runs/{strategy}.csv"
+    argv = [
+        "cal-run",
+        "--study",
+        study,
+        "--params",
+        cal_params(w),
+        "--solver",
+        cal_solver(w),
+        "--seed",
+        str(config["seed"]),
+        "--strategy",
+        strategy,
+        "--metamodel",
+        f"results/{study}/metamodel",
+        "--targets",
+        inputs["targets"],
+        *extra,
+        "--threads",
+        str(cal_threads(w)),
+        "--output",
+        rec,
+        "--output-runs",
+        runs,
+    ]
+    log = f"results/logs/{study}/{caldir}/cal_run_{strategy}.log"
+    return argv, log, {f"{strategy}_{k}": v for k, v in inputs.items()}, [rec, runs]
+
+
+def _anchors_member(study, caldir):
+    w = _wc(study, caldir)
+    inputs = anchors_inputs(w)
+    out = f"results/{study}/{caldir}/anchors.csv"
+    argv = [
+        "cal-anchors",
+        "--study",
+        study,
+        "--params",
+        cal_study_only(w),
+        "--solver",
+        cal_solver(w),
+        "--seed",
+        str(config["seed"]),
+        "--metamodel",
+        f"results/{study}/metamodel",
+        "--targets",
+        inputs["targets"],
+        *solved_arg(w, SimpleNamespace(**inputs)).split(),
+        "--output",
+        out,
+    ]
+    log = f"results/logs/{study}/{caldir}/cal_anchors.log"
+    return argv, log, {f"anchors_{k}": v for k, v in inputs.items()}, [out]
+
+
+def _posterior_member(study):
+    """cal_posterior's verb, arguments and files (first: a strategy may read its
+    posterior.json)."""
+    w = _wc(study, "calibration")
+    base = f"results/{study}/calibration/posterior"
+    inputs = {k: v.format(study=study) for k, v in MM_FILES.items()}
+    inputs.update(targets=f"results/{study}/targets.csv", dataset=f"results/{study}/dataset.csv")
+    argv = ["cal-posterior", "--study", study, "--params", posterior_params(w)]
+    argv += ["--seed", str(config["seed"]), "--metamodel", f"results/{study}/metamodel"]
+    argv += ["--targets", inputs["targets"], "--dataset", inputs["dataset"], "--output-dir", base]
+    outs = [
+        figure(f"{base}/posterior_summary.csv", "cal_posterior", "Posterior", study),
+        figure(f"{base}/intervals.png", "cal_posterior", "Posterior", study),
+        f"{base}/posterior.json",
+        f"{base}/ppc.csv",
+        directory(f"{base}/targets"),
+    ]
+    return argv, f"results/logs/{study}/cal_posterior.log", inputs, outs
+
+
+def _table_members(study, made):
+    """The tables of the study's calibration the job can write itself, once it has made
+    every record they read (``made``: the (caldir, strategy) it runs): cal_summary and
+    cal_rs_vs_op for the study's targets, cal_sweep, and cal_contexts."""
+    cal = config["studies"][study]["calibration"]
+    base = f"results/{study}/calibration"
+    rec = lambda c, s: f"results/{study}/{c}/{s}.csv"
+    fig = lambda name, caption: figure(f"{base}/{name}", caption, "Paper 1", study)
+    logs = f"results/logs/{study}"
+    out = []
+    strategies = cal["strategies"]
+    if all(("calibration", s) in made for s in strategies):
+        meta = MM_FILES["meta"].format(study=study)
+        targets = f"results/{study}/targets.csv"
+        argv = ["cal-summary", "--records", *[f"{s}={rec('calibration', s)}" for s in strategies]]
+        argv += ["--output", f"{base}/summary.csv", "--output-figure", f"{base}/strategies.png"]
+        argv += ["--title", study, "--metamodel-info", meta, "--targets", targets]
+        outs = [fig("summary.csv", "cal_summary"), fig("strategies.png", "cal_strategies")]
+        out.append((argv, f"{logs}/cal_summary.log", {"meta": meta, "targets": targets}, outs))
+        if "rs" in strategies and "op" in strategies:
+            argv = ["cal-summary", "--records", f"rs={rec('calibration', 'rs')}"]
+            argv += [f"op={rec('calibration', 'op')}", "--targets", targets]
+            argv += ["--output", f"{base}/rs_vs_op.csv"]
+            argv += ["--output-figure-rs-op", f"{base}/rs_vs_op.png"]
+            outs = [fig("rs_vs_op.csv", "cal_rs_vs_op"), fig("rs_vs_op.png", "cal_rs_vs_op")]
+            out.append((argv, f"{logs}/cal_rs_vs_op.log", {}, outs))
+    sweep = sweep_records(study)
+    if sweep and all((f"{SWEEP_PREFIX}{r}", "pts") in made for r in sweep):
+        argv = ["cal-sweep", "--records", *[f"{r}={p}" for r, p in sweep.items()]]
+        argv += ["--output", f"{base}/sweep.csv", "--output-figure", f"{base}/sweep.png"]
+        argv += ["--title", f"{study}: PtS proximity sweep"]
+        outs = [fig("sweep.csv", "cal_sweep"), fig("sweep.png", "cal_sweep")]
+        out.append((argv, f"{logs}/cal_sweep.log", {}, outs))
+    for w in cal["extra_targets"]:
+        for st in cal["extra_strategies"]:
+            oos = f"calibration/targets_{w}"
+            if ("calibration", st) not in made or (oos, st) not in made:
+                continue
+            name = f"contexts_{w}_{st}"
+            argv = ["cal-contexts", "--insample", rec("calibration", st)]
+            argv += ["--outofsample", rec(oos, st), "--strategy", st]
+            argv += ["--output", f"{base}/{name}.csv", "--output-figure", f"{base}/{name}.png"]
+            outs = [fig(f"{name}.csv", "cal_contexts"), fig(f"{name}.png", "cal_contexts")]
+            out.append((argv, f"{logs}/cal_{name}.log", {}, outs))
+    return out
+
+
+def cal_job_sets():
+    """The `batch` job of each study with calibration.one_job, as
+    (study, {plan, inputs, outputs, logs, benchmark, threads, priority}): the study's
+    posterior (calibration.posterior), its OP anchors, its strategies of one block on every target set it calibrates (its
+    targets, its extra target sets, the PtS sweep) and the tables of those records
+    (cal_summary, cal_rs_vs_op, cal_sweep, cal_contexts).  A strategy split into
+    blocks keeps its cal_run_block jobs (and the tables reading it, and anchors it
+    starts from, their own jobs).  Each member is the verb and arguments of its own
+    job; the priority (its strategy runs and posterior) starts the biggest studies
+    first."""
+    sets = []
+    for study in cal_studies():
+        if not config["studies"][study]["calibration"].get("one_job"):
+            continue
+        pairs = [(c, s) for c, strats in cal_caldirs(study).items() for s in strats]
+        made = {(c, s) for c, s in pairs if cal_blocks(study, c, s) == 1}
+        if not made:
+            continue
+        anchored = {}  # anchors' directory -> all its users run in this job
+        for c, s in pairs:
+            if STRATEGIES[s].uses_anchor:
+                a = caldir_of(caldir_targets(c))
+                anchored[a] = anchored.get(a, True) and (c, s) in made
+        members = [_posterior_member(study)] if study in posterior_studies() else []
+        members += [_anchors_member(study, a) for a, inside in anchored.items() if inside]
+        members += [_run_member(study, c, s) for c, s in pairs if (c, s) in made]
+        members += _table_members(study, made)
+        outputs = [p for m in members for p in m[3]]
+        inputs = {}
+        for _, _, ins, _ in members:
+            for k, v in ins.items():
+                if v not in outputs and v not in inputs.values():
+                    inputs[f"{len(inputs)}_{k}"] = v
+        sets.append(
+            (
+                study,
+                {
+                    "plan": json.dumps([{"argv": m[0], "log": m[1]} for m in members]),
+                    "inputs": inputs,
+                    "outputs": outputs,
+                    "logs": [f"results/logs/{study}/cal_study.log"] + [m[1] for m in members],
+                    "benchmark": f"results/benchmarks/rules/{study}/cal_study.tsv",
+                    "threads": max(cal_threads(_wc(study, c, s)) for c, s in made),
+                    "priority": sum(m[0][0] in ("cal-run", "cal-posterior") for m in members),
+                },
+            )
+        )
+    return sets
