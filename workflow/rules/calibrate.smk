@@ -367,10 +367,10 @@ for _study, _set in cal_job_sets():
             _set["logs"],
         benchmark:
             _set["benchmark"]
+        priority: _set["priority"]
         conda:
             "../../envs/simcalib.yaml"
         threads: _set["threads"]
-        priority: _set["priority"]
         resources:
             mem_mb=4000,
             runtime=240,
