@@ -112,19 +112,53 @@ def _grid_min(mm, target):
                         - z).sum(axis=1).min())
 
 
-@pytest.mark.parametrize("skip_below", [0, 1000])
-def test_box_bounds_are_cached_and_both_portfolio_paths_find_the_optimum(skip_below):
+@pytest.mark.parametrize(("skip_below", "light_below", "path"),
+                         [(0, 0, "cutoff"), (0, 1000, "cutoff-light"),
+                          (1000, 1000, "box-bounds")])
+def test_box_bounds_are_cached_and_every_portfolio_path_finds_the_optimum(
+        skip_below, light_below, path):
     clear_cache()
     mm, space = _toy_mm()
-    solver = {**HIGHS, "obbt": {"skip_below": skip_below}}
+    solver = {**HIGHS, "obbt": {"skip_below": skip_below, "light_below": light_below}}
     for k, target in enumerate([{"o0": 0.3, "o1": -0.4}, {"o0": -0.2, "o1": 0.5}]):
         res = optimize(mm, space, target, {}, solver, seed=k)
         port = res.info["warm_start"]["portfolio"]
         assert port["box_cached"] == (k == 1)  # the second target reuses the box bounds
-        assert port["path"] == ("box-bounds" if skip_below else "cutoff")
+        assert port["path"] == path
         assert res.status == "optimal"
         grid = _grid_min(mm, target)
         assert grid - 0.05 <= res.objective <= grid + 1e-7
+
+
+def test_light_path_tightens_once_and_samples_less_once_box_bounds_are_cached(monkeypatch):
+    """``obbt.light_below``: a net with few unstable neurons gets one round of
+    per-target tightening (fewer LPs than two) and, from the second target on (box
+    bounds cached), the light warm start; the optimum is the same."""
+    import importlib
+
+    opt = importlib.import_module("simcalib.metamodel.milp.optimize")
+    seen: list[int] = []
+    real = opt.search_warm_start
+
+    def spy(problem, space, cfg, gen, multistart=True):
+        seen.append(int(cfg["samples"]))
+        return real(problem, space, cfg, gen, multistart=multistart)
+
+    monkeypatch.setattr(opt, "search_warm_start", spy)
+    mm, space = _toy_mm()
+    targets = [{"o0": 0.3, "o1": -0.4}, {"o0": -0.2, "o1": 0.5}]
+    out = {}
+    for light in (0, 1000):
+        clear_cache()
+        seen.clear()
+        solver = {**HIGHS, "warm_start": {**HIGHS["warm_start"], "samples": 20000},
+                  "obbt": {"light_below": light}}
+        out[light] = [optimize(mm, space, t, {}, solver, seed=k) for k, t in enumerate(targets)]
+        assert seen == ([20000, 20000] if light == 0 else [20000, opt.LIGHT_SAMPLES])
+    for full, lite in zip(out[0], out[1000], strict=True):
+        assert full.status == lite.status == "optimal"
+        assert abs(full.objective - lite.objective) <= 1e-4
+        assert lite.info["bounds"]["lp_solves"] < full.info["bounds"]["lp_solves"]
 
 
 def test_box_bounds_contain_sampled_preactivations():
