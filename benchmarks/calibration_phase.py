@@ -13,6 +13,8 @@ benchmark files).  With ``--compare`` the rebuilt files of the last two checkout
 compared byte for byte (timing side files excluded).
 
     python benchmarks/calibration_phase.py --trees /tmp/base /tmp/new --cores 2
+    python benchmarks/calibration_phase.py --trees /tmp/base /tmp/new \
+        --snakemake-args "--profile tests/profiles/slurm-ci"     # on the SLURM test cluster
 
 Writes ``results/benchmarks/calibration_phase.csv`` (in this checkout) and prints the
 table and the mean wall-time ratio (first tree / each other tree).  Cost: about two
@@ -47,13 +49,14 @@ def final_files(tree: Path) -> list[str]:
     return out
 
 
-def one_run(tree: Path, targets: list[str], cores: int) -> dict[str, float]:
+def one_run(tree: Path, targets: list[str], cores: int, extra: list[str]
+            ) -> dict[str, float]:
     for d in glob.glob(str(tree / "results" / "*" / "calibration")):
         shutil.rmtree(d)
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
-    proc = subprocess.run(["snakemake", *targets, "-q", "--cores", str(cores),
+    proc = subprocess.run(["snakemake", *targets, "-q", "--cores", str(cores), *extra,
                            "--rerun-triggers", "mtime"], cwd=tree, env=env,
                           capture_output=True, text=True)
     wall = time.time() - t0
@@ -94,6 +97,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1, help="ABBA rounds (1: A B B A)")
     ap.add_argument("--compare", action="store_true",
                     help="compare the last two trees' calibration files byte for byte")
+    ap.add_argument("--snakemake-args", default="",
+                    help="more snakemake options, one string (e.g. \"--profile "
+                    "tests/profiles/slurm-ci\" on a SLURM cluster; relative paths are "
+                    "each tree's)")
     ap.add_argument("--output", default="results/benchmarks/calibration_phase.csv")
     args = ap.parse_args()
     trees = [t.resolve() for t in args.trees]
@@ -106,7 +113,7 @@ def main() -> int:
         order += trees + trees[::-1]
     rows = []
     for t in order:
-        r = {"tree": str(t), **one_run(t, targets[t], args.cores)}
+        r = {"tree": str(t), **one_run(t, targets[t], args.cores, args.snakemake_args.split())}
         rows.append(r)
         print(f"{time.strftime('%H:%M:%S')} {t}: wall {r['wall_s']} s, span {r['span_s']} s, "
               f"CPU {r['cpu_s']} s, {r['jobs']} jobs, load {r['load']}", flush=True)
