@@ -114,3 +114,51 @@ def test_bad_plans_name_the_offending_key(plan: str, where: str) -> None:
     with pytest.raises(ConfigError) as exc:
         load_plan(plan)
     assert where in str(exc.value)
+
+
+def _shell_commands(workdir: Path, cfg: Path) -> list[str]:
+    """The shell commands a dry run of ``cfg`` would execute (every job: empty dir)."""
+    from tests.conftest import run_snakemake
+
+    proc = run_snakemake(workdir, "-n", "-p", configfile=cfg)
+    lines = [line.strip().removeprefix("Shell command: ")
+             for line in (proc.stdout + proc.stderr).splitlines()]
+    return [line for line in lines if line.startswith("python -m simcalib ")]
+
+
+def test_the_plan_runs_the_commands_of_the_per_strategy_jobs(tmp_path: Path) -> None:
+    """One job per study runs exactly the verbs and arguments its jobs would run (the
+    plan is built by functions of its own, so this guards against the two drifting)."""
+    import shlex
+
+    import yaml
+
+    from tests.conftest import TINY
+
+    cfg = yaml.safe_load(TINY.read_text())
+    cal = cfg["studies"]["epidemic"]["calibration"]
+    assert cal.get("one_job") is True   # the tiny config runs epidemic as one job
+    cal["one_job"] = False
+    per_job_cfg = tmp_path / "per_job.yaml"
+    per_job_cfg.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    per_job = _shell_commands(tmp_path / "a", per_job_cfg)
+    one_job = _shell_commands(tmp_path / "b", TINY)
+
+    def argv(cmd: str) -> tuple[str, ...]:
+        words = shlex.split(cmd.split(" > ")[0])
+        return tuple(words[3:])   # after "python -m simcalib"
+
+    expected = {argv(c) for c in per_job if "--study epidemic " in c or
+                "results/epidemic/" in c and c.split()[3] in ("cal-summary", "cal-sweep")}
+    batches = [c for c in one_job if c.split()[3] == "batch"]
+    assert len(batches) == 1
+    plan = json.loads(shlex.split(batches[0].split(" > ")[0])[-1])
+    got = {tuple(m["argv"]) for m in plan}
+    assert len(got) == len(plan) >= 10   # anchors, strategies, sweep, tables
+    # the study's calibration commands: every one of them, and nothing else
+    cal_verbs = ("cal-anchors", "cal-run", "cal-summary", "cal-sweep", "cal-contexts",
+                 "cal-posterior")
+    assert got == {a for a in expected if a[0] in cal_verbs}
+    assert not any(argv(c)[0] in cal_verbs and "--study epidemic " in c for c in one_job)

@@ -219,7 +219,7 @@ def posterior_params(wildcards):
     return as_json(out)
 
 
-# ---- calibration.one_job: a target set's anchors and strategies in one `batch` job ----
+# ---- calibration.one_job: a study's calibration phase as one `simcalib batch` job ----
 
 
 def _wc(study, caldir, strategy=None):
