@@ -66,12 +66,12 @@ def box_bounds(problem: OPProblem, time_limit: float = 30.0, threads: int = 1,
     return nb, False
 
 
-def cached_box_bounds(problem: OPProblem, time_limit: float = 30.0) -> NeuronBounds | None:
-    """The cached box bounds of :func:`box_bounds` (same key), or None: a look-up
-    that computes nothing (the portfolio of :mod:`.optimize` sizes the warm start
-    by them before it pays for the bounds)."""
+def cached_unstable(problem: OPProblem, time_limit: float = 30.0) -> int | None:
+    """Unstable neurons of the cached box bounds of :func:`box_bounds` (same key), or
+    None when they are not cached: a look-up that computes nothing (the portfolio of
+    :mod:`.optimize` sizes the warm start by it before it pays for the bounds)."""
     nb = _CACHE.get(f"{fingerprint(problem)}:{float(time_limit)}")
-    return None if nb is None else copy.deepcopy(nb)
+    return None if nb is None else int(nb.summary()["unstable"])
 
 
 def clear_cache() -> None:

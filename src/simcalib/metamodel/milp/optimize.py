@@ -29,7 +29,7 @@ import numpy as np
 from simcalib.config import check_section, schema_defaults
 from simcalib.errors import ConfigError
 from simcalib.metamodel.milp.bounds import NeuronBounds, compute_bounds, interval_bounds
-from simcalib.metamodel.milp.boxbounds import box_bounds, cached_box_bounds
+from simcalib.metamodel.milp.boxbounds import box_bounds, cached_unstable
 from simcalib.metamodel.milp.formulation import MILPModel, build_milp
 from simcalib.metamodel.milp.localsearch import local_refine
 from simcalib.metamodel.milp.multistart import batched_multistart
@@ -162,10 +162,9 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
         ws_p = dict(s["warm_start"])
         # box bounds already cached (every target after a job's first): a net with few
         # unstable neurons gets the light warm start (``obbt.light_below``)
-        known = cached_box_bounds(full, box_tl) if light_below and \
+        known = cached_unstable(full, box_tl) if light_below and \
             s["obbt"].get("enabled", True) and cutoff_slack == 0.0 else None
-        if known is not None and int(s["obbt"].get("skip_below", 0)) \
-                < int(known.summary()["unstable"]) <= light_below:
+        if known is not None and int(s["obbt"].get("skip_below", 0)) < known <= light_below:
             ws_p.update(samples=min(int(ws_p.get("samples", 20000)), LIGHT_SAMPLES),
                         local=min(int(ws_p.get("local", 5)), LIGHT_LOCAL))
         probe = search_warm_start(problem, space, ws_p,
