@@ -18,6 +18,10 @@ scaled to [0, 1] over its range), failed runs and failed targets.
 
     nice -n 10 python benchmarks/noisy.py                    # 3 seeds x 10 targets
     nice -n 10 python benchmarks/noisy.py --quick            # 1 seed x 4 targets
+    # also adaptive, gpbo (BoTorch) and sequential (joint: one search for the 10 targets
+    # of a seed, 200 runs; ~25 min a seed on 2 loaded cores, mostly sequential):
+    nice -n 19 python benchmarks/noisy.py --seeds 1 --strategies rs op stp pts blackbox \
+        adaptive gpbo sequential
 
 Writes ``results/benchmarks/noisy.csv`` (one row per seed, strategy, rule) and
 ``noisy_summary.csv``.
