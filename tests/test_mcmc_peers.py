@@ -29,6 +29,30 @@ def test_benchmark_skips_cleanly_without_numpyro(monkeypatch, capsys, tmp_path):
     assert "skipped" in capsys.readouterr().out and not (tmp_path / "x.csv").exists()
 
 
+def test_kernel_spec_sets_leapfrog_steps_and_defaults_the_rest(monkeypatch):
+    """``hmc:3000:1000::6`` (config/config.yaml's kernel) reaches the sampler with 6
+    leapfrog steps; fields left out keep their defaults (half burn-in, linear scale,
+    the schema's steps)."""
+    peers = _mcmc_peers()
+    assert peers.parse_kernel("hmc:3000:1000::6", 10) == ("hmc", 3000, 1000, "linear", 6)
+    assert peers.parse_kernel("mala", 800) == ("mala", 800, 400, "linear", None)
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run(pb, cfg, *a, **k):
+        seen["cfg"] = cfg
+        raise Stop
+
+    monkeypatch.setattr(peers, "run", fake_run)
+    with pytest.raises(Stop):
+        peers.run_simcalib(None, "two_mass", "koh", "hmc:300:100:logit:6", 10, 0)
+    cfg = seen["cfg"]
+    assert (cfg.theta_kernel, cfg.leapfrog_steps, cfg.iterations, cfg.burn_in,
+            cfg.theta_scale) == ("hmc", 6, 300, 100, "logit")
+
+
 def test_numpyro_log_density_equals_simcalibs():
     pytest.importorskip("numpyro")
     pytest.importorskip("jax")
