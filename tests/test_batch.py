@@ -11,13 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from simcalib import io
 from simcalib.cli import main
 from simcalib.commands.batch import load_plan
 from simcalib.errors import ConfigError
-from simcalib.metamodel.training import train_metamodel
-from simcalib.study import Study
-from simcalib.study.simulation import make_design, make_targets, simulate_rows
+from tests.cal_fixtures import rosen_calibration
 
 SEED = 11
 CFG = {
@@ -29,35 +26,16 @@ CFG = {
     "design": {"method": "sobol", "n": 40, "per_level": True},
     "targets": {"n": 3},
 }
-SOLVER = {"time_limit": 10, "obbt": {"enabled": False}, "warm_start": {"samples": 200}}
 
 
 @pytest.fixture(scope="module")
-def study_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("batch")
-    study = Study("rosen", CFG)
-    ds = simulate_rows(study, make_design(study, SEED), SEED)
-    mm, _ = train_metamodel(ds, study.input_names, study.outputs,
-                            {"hidden": [8], "epochs": 20, "patience": 20, "threads": 1},
-                            SEED, "rosen")
-    mm.save(d / "mm")
-    t = simulate_rows(study, make_targets(study, SEED, "targets"), SEED,
-                      stream="targets:targets", id_column="target_id")
-    io.write_csv(t, d / "targets.csv")
-    params = {**{k: CFG[k] for k in ("simulator", "parameters", "contexts", "constraints")},
-              "noise": {"stochastic": True},
-              "calibration": {"budget": 6, "proximity": 0.05, "rescore": 2,
-                              "adaptive": {"rounds": 2, "update": "both", "epochs": 2}},
-              "metamodel": {"threads": 1}}
-    (d / "params.json").write_text(json.dumps(params))
-    return d
+def common(tmp_path_factory) -> list[str]:
+    """The study's shared verb arguments (its files in a module-wide folder)."""
+    return rosen_calibration(tmp_path_factory.mktemp("batch"), CFG, SEED, budget=6)
 
 
-def _members(d: Path, out: Path) -> list[list[str]]:
+def _members(common: list[str], out: Path) -> list[list[str]]:
     """cal-anchors, then cal-run adaptive (trains: PyTorch state) and pts from them."""
-    common = ["--study", "rosen", "--params", f"@{d / 'params.json'}", "--seed", str(SEED),
-              "--solver", json.dumps(SOLVER), "--metamodel", str(d / "mm"),
-              "--targets", str(d / "targets.csv")]
     argv = [["cal-anchors", *common, "--output", str(out / "anchors.csv")]]
     for s in ("adaptive", "pts"):
         argv.append(["cal-run", *common, "--anchors", str(out / "anchors.csv"),
@@ -66,16 +44,17 @@ def _members(d: Path, out: Path) -> list[list[str]]:
     return argv
 
 
-def test_batch_writes_the_bytes_of_separate_processes(study_dir: Path, tmp_path: Path) -> None:
+def test_batch_writes_the_bytes_of_separate_processes(common: list[str], tmp_path: Path
+                                                      ) -> None:
     alone, batch = tmp_path / "alone", tmp_path / "batch"
     alone.mkdir()
     batch.mkdir()
-    for argv in _members(study_dir, alone):   # each its own interpreter, as before
+    for argv in _members(common, alone):   # each its own interpreter, as before
         proc = subprocess.run([sys.executable, "-m", "simcalib", *argv], capture_output=True,
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
     plan = [{"argv": a, "log": str(batch / f"log{i}.txt")}
-            for i, a in enumerate(_members(study_dir, batch))]
+            for i, a in enumerate(_members(common, batch))]
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     assert main(["batch", "--plan", f"@{tmp_path / 'plan.json'}"]) == 0
     for name in ("anchors.csv", "adaptive.csv", "runs_adaptive.csv", "pts.csv", "runs_pts.csv"):
@@ -86,9 +65,9 @@ def test_batch_writes_the_bytes_of_separate_processes(study_dir: Path, tmp_path:
     assert "rosen adaptive:" in logs[1] and "rosen pts:" in logs[2]
 
 
-def test_a_failing_member_is_named_and_the_others_run(study_dir: Path, tmp_path: Path,
+def test_a_failing_member_is_named_and_the_others_run(common: list[str], tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    members = _members(study_dir, tmp_path)
+    members = _members(common, tmp_path)
     bad = [*members[1][:-4], "--output", str(tmp_path / "bad.csv")]
     bad[bad.index("--anchors") + 1] = str(tmp_path / "no_such_anchors.csv")
     plan = [{"argv": bad, "log": str(tmp_path / "bad.log")},

@@ -5,7 +5,6 @@ by target (a stochastic simulator, so choosing by mean and re-scoring run too)."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,7 @@ from simcalib import io
 from simcalib.cli import main
 from simcalib.errors import ConfigError
 from simcalib.metamodel.strategies.runner import block_slice
-from simcalib.metamodel.training import train_metamodel
-from simcalib.study import Study
-from simcalib.study.simulation import make_design, make_targets, simulate_rows
+from tests.cal_fixtures import rosen_calibration
 
 SEED = 5
 CFG = {
@@ -28,31 +25,13 @@ CFG = {
     "design": {"method": "sobol", "n": 48, "per_level": True},
     "targets": {"n": 5},
 }
-SOLVER = {"time_limit": 10, "obbt": {"enabled": False}, "warm_start": {"samples": 200}}
 STRATEGIES = ["rs", "op", "stp", "pts", "adaptive", "blackbox", "gpbo"]
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict:
     d = tmp_path_factory.mktemp("blocks")
-    study = Study("rosen", CFG)
-    ds = simulate_rows(study, make_design(study, SEED), SEED)
-    mm, _ = train_metamodel(ds, study.input_names, study.outputs,
-                            {"hidden": [8], "epochs": 20, "patience": 20, "threads": 1},
-                            SEED, "rosen")
-    mm.save(d / "mm")
-    t = simulate_rows(study, make_targets(study, SEED, "targets"), SEED,
-                      stream="targets:targets", id_column="target_id")
-    io.write_csv(t, d / "targets.csv")
-    params = {**{k: CFG[k] for k in ("simulator", "parameters", "contexts", "constraints")},
-              "noise": {"stochastic": True},
-              "calibration": {"budget": 8, "proximity": 0.05, "rescore": 2,
-                              "adaptive": {"rounds": 2, "update": "both", "epochs": 2}},
-              "metamodel": {"threads": 1}}
-    (d / "params.json").write_text(json.dumps(params))
-    common = ["--study", "rosen", "--params", f"@{d / 'params.json'}", "--seed", str(SEED),
-              "--solver", json.dumps(SOLVER), "--metamodel", str(d / "mm"),
-              "--targets", str(d / "targets.csv")]
+    common = rosen_calibration(d, CFG, SEED, budget=8)
     assert main(["cal-anchors", *common, "--output", str(d / "anchors.csv")]) == 0
     return {"dir": d, "common": [*common, "--anchors", str(d / "anchors.csv")]}
 

@@ -1,0 +1,41 @@
+"""A calibration-ready noisy Rosenbrock study in a folder (design simulated, a small
+metamodel trained, targets drawn, the job's params written): what the tests of
+``cal-run`` blocks and of ``simcalib batch`` start from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from simcalib import io
+from simcalib.metamodel.training import train_metamodel
+from simcalib.study import Study
+from simcalib.study.simulation import make_design, make_targets, simulate_rows
+
+SOLVER = {"time_limit": 10, "obbt": {"enabled": False}, "warm_start": {"samples": 200}}
+
+
+def rosen_calibration(d: Path, cfg: dict[str, Any], seed: int, budget: int) -> list[str]:
+    """Write ``mm/``, ``targets.csv`` and ``params.json`` (stochastic, ``budget`` runs,
+    rescore 2, a two-round adaptive) into ``d``; return the arguments every
+    calibration verb of the study shares (study, params, seed, solver, metamodel,
+    targets)."""
+    study = Study("rosen", cfg)
+    ds = simulate_rows(study, make_design(study, seed), seed)
+    mm, _ = train_metamodel(ds, study.input_names, study.outputs,
+                            {"hidden": [8], "epochs": 20, "patience": 20, "threads": 1},
+                            seed, "rosen")
+    mm.save(d / "mm")
+    t = simulate_rows(study, make_targets(study, seed, "targets"), seed,
+                      stream="targets:targets", id_column="target_id")
+    io.write_csv(t, d / "targets.csv")
+    params = {**{k: cfg[k] for k in ("simulator", "parameters", "contexts", "constraints")},
+              "noise": {"stochastic": True},
+              "calibration": {"budget": budget, "proximity": 0.05, "rescore": 2,
+                              "adaptive": {"rounds": 2, "update": "both", "epochs": 2}},
+              "metamodel": {"threads": 1}}
+    (d / "params.json").write_text(json.dumps(params))
+    return ["--study", "rosen", "--params", f"@{d / 'params.json'}", "--seed", str(seed),
+            "--solver", json.dumps(SOLVER), "--metamodel", str(d / "mm"),
+            "--targets", str(d / "targets.csv")]
