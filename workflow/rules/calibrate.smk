@@ -360,7 +360,7 @@ for _study, _set in cal_job_sets():
         name:
             f"cal_study_{_study}"
         input:
-            **_set["inputs"],
+            _set["inputs"],
         output:
             _set["outputs"],
         log:

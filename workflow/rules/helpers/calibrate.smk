@@ -271,7 +271,7 @@ def _run_member(study, caldir, strategy):
         runs,
     ]
     log = f"results/logs/{study}/{caldir}/cal_run_{strategy}.log"
-    return argv, log, {f"{strategy}_{k}": v for k, v in inputs.items()}, [rec, runs]
+    return argv, log, list(inputs.values()), [rec, runs]
 
 
 def _anchors_member(study, caldir):
@@ -297,7 +297,7 @@ def _anchors_member(study, caldir):
         out,
     ]
     log = f"results/logs/{study}/{caldir}/cal_anchors.log"
-    return argv, log, {f"anchors_{k}": v for k, v in inputs.items()}, [out]
+    return argv, log, list(inputs.values()), [out]
 
 
 def _posterior_member(study):
@@ -317,7 +317,7 @@ def _posterior_member(study):
         f"{base}/ppc.csv",
         directory(f"{base}/targets"),
     ]
-    return argv, f"results/logs/{study}/cal_posterior.log", inputs, outs
+    return argv, f"results/logs/{study}/cal_posterior.log", list(inputs.values()), outs
 
 
 def _table_members(study, made):
@@ -338,21 +338,21 @@ def _table_members(study, made):
         argv += ["--output", f"{base}/summary.csv", "--output-figure", f"{base}/strategies.png"]
         argv += ["--title", study, "--metamodel-info", meta, "--targets", targets]
         outs = [fig("summary.csv", "cal_summary"), fig("strategies.png", "cal_strategies")]
-        out.append((argv, f"{logs}/cal_summary.log", {"meta": meta, "targets": targets}, outs))
+        out.append((argv, f"{logs}/cal_summary.log", [meta, targets], outs))
         if "rs" in strategies and "op" in strategies:
             argv = ["cal-summary", "--records", f"rs={rec('calibration', 'rs')}"]
             argv += [f"op={rec('calibration', 'op')}", "--targets", targets]
             argv += ["--output", f"{base}/rs_vs_op.csv"]
             argv += ["--output-figure-rs-op", f"{base}/rs_vs_op.png"]
             outs = [fig("rs_vs_op.csv", "cal_rs_vs_op"), fig("rs_vs_op.png", "cal_rs_vs_op")]
-            out.append((argv, f"{logs}/cal_rs_vs_op.log", {}, outs))
+            out.append((argv, f"{logs}/cal_rs_vs_op.log", [], outs))
     sweep = sweep_records(study)
     if sweep and all((f"{SWEEP_PREFIX}{r}", "pts") in made for r in sweep):
         argv = ["cal-sweep", "--records", *[f"{r}={p}" for r, p in sweep.items()]]
         argv += ["--output", f"{base}/sweep.csv", "--output-figure", f"{base}/sweep.png"]
         argv += ["--title", f"{study}: PtS proximity sweep"]
         outs = [fig("sweep.csv", "cal_sweep"), fig("sweep.png", "cal_sweep")]
-        out.append((argv, f"{logs}/cal_sweep.log", {}, outs))
+        out.append((argv, f"{logs}/cal_sweep.log", [], outs))
     for w in cal["extra_targets"]:
         for st in cal["extra_strategies"]:
             oos = f"calibration/targets_{w}"
@@ -363,7 +363,7 @@ def _table_members(study, made):
             argv += ["--outofsample", rec(oos, st), "--strategy", st]
             argv += ["--output", f"{base}/{name}.csv", "--output-figure", f"{base}/{name}.png"]
             outs = [fig(f"{name}.csv", "cal_contexts"), fig(f"{name}.png", "cal_contexts")]
-            out.append((argv, f"{logs}/cal_{name}.log", {}, outs))
+            out.append((argv, f"{logs}/cal_{name}.log", [], outs))
     return out
 
 
@@ -395,11 +395,9 @@ def cal_job_sets():
         members += [_run_member(study, c, s) for c, s in pairs if (c, s) in made]
         members += _table_members(study, made)
         outputs = [p for m in members for p in m[3]]
-        inputs = {}
-        for _, _, ins, _ in members:
-            for k, v in ins.items():
-                if v not in outputs and v not in inputs.values():
-                    inputs[f"{len(inputs)}_{k}"] = v
+        # what the members read that the job does not make itself, each file once
+        made_here = set(map(str, outputs))
+        inputs = list(dict.fromkeys(p for m in members for p in m[2] if p not in made_here))
         sets.append(
             (
                 study,
