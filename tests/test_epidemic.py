@@ -16,6 +16,7 @@ from simcalib.simulators.epidemic import (
     EpidemicOptions,
     simulate_batch,
     simulate_one,
+    simulate_replicates,
 )
 
 BASE = {"R0": 1.75, "vaccinationfraction": 0.75, "responsedelay": 7, "ascertainmentdelay": 3,
@@ -280,3 +281,16 @@ def test_expected_value_mode_through_the_simulator_registry():
     assert res[OUTPUTS].iloc[0].tolist() == res[OUTPUTS].iloc[1].tolist()
     with pytest.raises(ConfigError, match="stochastic"):
         build_simulator(study({"stochastic": "no"}), "studies.e")
+
+
+def test_simulate_replicates_are_the_runs_simulate_one_averages():
+    """benchmarks/noisy.py's oracle scores each replicate: the rows must be the very
+    replicates ``simulate_one`` averages (same seed), and they must differ."""
+    o = EpidemicOptions(replicates=5)
+    per = simulate_replicates(BASE, o, 21)
+    assert per.shape == (5, len(OUTPUTS))
+    one = simulate_one(BASE, o, 21)
+    assert np.allclose(per.mean(axis=0), [one[k] for k in OUTPUTS], rtol=0, atol=1e-15)
+    assert per[:, 0].std() > 0
+    with pytest.raises(ValueError, match="R0"):
+        simulate_replicates(dict(BASE, R0=-1.0), o, 21)
