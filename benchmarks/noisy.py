@@ -94,7 +94,11 @@ def oracle(study: Study, mm: object, targets: pd.DataFrame, design: pd.DataFrame
     best of those per target are run ``--oracle-big`` more times (their mean ~ the true
     expected Delta: the best a huge budget could do on this candidate set).  Each
     target's choice is re-scored on the same ``--rescore`` fresh runs as every strategy
-    (common random numbers), so the figures compare one to one."""
+    (common random numbers), so the figures compare one to one.  Two more rows say
+    what the metamodel's information is worth on the same candidates: ``model``, the
+    candidate with the best predicted Delta (OP restricted to the set), and
+    ``model_top<m>x<r>``, its ``--oracle-model-top`` best candidates chosen by their mean
+    over ``budget // m`` of the screening runs (a choice the budget could pay for)."""
     extra = study.space.design(args.oracle_extra, rng(seed, "oracle", study.name), "sobol")
     cands = pd.concat([design[study.input_names], extra], ignore_index=True)
     tlist = read_targets(targets, study, mm)
@@ -107,16 +111,27 @@ def oracle(study: Study, mm: object, targets: pd.DataFrame, design: pd.DataFrame
     big = replicate_deltas(study, cands.iloc[pool], args.oracle_big, seed, "oracle_big",
                            Z, scale).mean(axis=2)             # (targets, pool)
     col = {c: j for j, c in enumerate(pool)}
+    # what the metamodel knows: its predicted Delta of every candidate (OP restricted to
+    # this set), and a budget-sized choice among its best (top m, budget // m runs each)
+    P = np.asarray(mm.predict(cands[list(mm.input_names)].to_numpy(dtype=float)), float)
+    pred = (np.abs(P[None, :, :] - Z[:, None, :]) / scale).sum(axis=2)
+    m = max(1, min(args.oracle_model_top, args.budget))
+    r = max(1, min(args.budget // m, args.oracle_reps))
+    mtop = np.argsort(pred, axis=1)[:, :m]
     names = study.space.tunable_names
     rows = []
     for k, t in enumerate(tlist):
         by_big = top[k][np.argmin([big[k, col[c]] for c in top[k]])]
-        for rule, c in (("screen", int(top[k][0])), ("true_mean", int(by_big))):
+        by_few = mtop[k][np.argmin(D[k, mtop[k], :r].mean(axis=1))]
+        picks = {"screen": (int(top[k][0]), screen[k, top[k][0]]),
+                 "true_mean": (int(by_big), big[k, col[by_big]]),
+                 "model": (int(mtop[k][0]), pred[k, mtop[k][0]]),
+                 f"model_top{m}x{r}": (int(by_few), D[k, by_few, :r].mean())}
+        for rule, (c, est) in picks.items():
             x = cands.iloc[c][names].to_numpy(dtype=float)
             rows.append({"target": t.target_id, "select": rule,
                          "rescored": rescore(study, mm, t, x, args.rescore, seed, scale),
-                         "estimate": float(screen[k, c] if rule == "screen"
-                                           else big[k, col[c]]),
+                         "estimate": float(est),
                          "distance": float(np.linalg.norm(study.space.to_unit(x)
                                                           - study.space.to_unit(t.x_true)))})
     print(f"  oracle: {len(cands)} candidates x {args.oracle_reps} runs, top "
@@ -203,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="best candidates per target run --oracle-big more times")
     ap.add_argument("--oracle-big", type=int, default=100,
                     help="runs each for the true-mean choice")
+    ap.add_argument("--oracle-model-top", type=int, default=10,
+                    help="the metamodel's best candidates the budget-sized rule re-runs")
     ap.add_argument("--quick", action="store_true", help="1 seed x 4 targets")
     ap.add_argument("--output", default=str(ROOT / "results" / "benchmarks" / "noisy.csv"))
     args = ap.parse_args(argv)

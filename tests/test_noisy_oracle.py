@@ -69,10 +69,15 @@ def test_oracle_picks_the_true_inputs_when_they_are_a_candidate():
     cands = pd.concat([design[study.input_names], targets[study.input_names]],
                       ignore_index=True)
     args = argparse.Namespace(oracle_extra=8, oracle_reps=2, oracle_top=3, oracle_big=2,
-                              rescore=2)
-    rows = pd.DataFrame(noisy.oracle(study, mm, targets, cands, 5, args, output_scale(mm)))
-    assert sorted(rows["select"].unique()) == ["screen", "true_mean"]
+                              rescore=2, oracle_model_top=4, budget=5)
+    every = pd.DataFrame(noisy.oracle(study, mm, targets, cands, 5, args, output_scale(mm)))
+    assert list(every["select"].unique()) == ["screen", "true_mean", "model", "model_top4x1"]
+    rows = every[every["select"].isin(["screen", "true_mean"])]
     assert len(rows) == 2 * len(targets)
     # deterministic runs: the true inputs score exactly 0, and so does their re-score
     assert np.allclose(rows["estimate"], 0.0) and np.allclose(rows["rescored"], 0.0)
     assert np.allclose(rows["distance"], 0.0)
+    # a choice by runs is re-scored at its runs' Delta (deterministic); none beats 0
+    few = every[every["select"] == "model_top4x1"]
+    assert np.allclose(few["estimate"], few["rescored"])
+    assert (every["rescored"] >= 0).all()
