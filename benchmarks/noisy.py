@@ -23,6 +23,10 @@ scaled to [0, 1] over its range), failed runs and failed targets.
     nice -n 19 python benchmarks/noisy.py --seeds 1 --strategies rs op stp pts blackbox \
         adaptive gpbo sequential
 
+    # the headroom (strategy ``oracle``): the best of 1,024 candidates by their mean over
+    # 10 runs, and by a ~100-run mean of the top 20, re-scored like the strategies:
+    nice -n 19 python benchmarks/noisy.py --strategies rs op stp --oracle
+
 Writes ``results/benchmarks/noisy.csv`` (one row per seed, strategy, rule) and
 ``noisy_summary.csv``.
 """
