@@ -44,7 +44,7 @@ rule cal_anchors:
         "results/benchmarks/rules/{study}/{caldir}/cal_anchors.tsv"
     conda:
         "../../envs/simcalib.yaml"
-    threads: config["threads"]
+    threads: lambda w: milp_cores(solver_options(config, w.study))
     resources:
         mem_mb=4000,
         runtime=240,

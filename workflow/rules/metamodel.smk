@@ -59,7 +59,7 @@ rule mm_optimize:
     shell:
         "python -m simcalib mm-optimize --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --metamodel results/{wildcards.study}/metamodel "
-        "--targets {input.targets} --threads {threads} --output {output} > {log} 2>&1"
+        "--targets {input.targets} --output {output} > {log} 2>&1"
 
 
 for _s in mm_studies():
