@@ -253,3 +253,32 @@ def test_study_target_builds_one_study(tmp_path: Path) -> None:
     jobs = _jobs_planned(tmp_path, TINY, "results/rosenbrock_obs/all.done")
     assert jobs["sim_design"] == 1 and jobs["cal_summary"] == 1 and jobs["study_all"] == 1
     assert not any(r.startswith(("bayes", "ms_", "report")) for r in jobs), jobs
+
+
+def _op_job(tmp: Path, cfg: Path, cores: str) -> tuple[str, str]:
+    """(job description, shell command) that a dry run at ``--cores cores`` prints
+    for the rosenbrock OP job."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp),
+         "--configfile", str(cfg), "--cores", cores, "-n", "-p",
+         "results/rosenbrock/op/op.csv"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = proc.stdout
+    job = out[out.index("rule mm_optimize:"):]
+    job = job[:job.index("\n\n")] if "\n\n" in job else job
+    shell = next(ln for ln in out.splitlines() if "simcalib mm-optimize" in ln)
+    return job, shell
+
+
+def test_highs_op_job_takes_one_core_and_its_threads_from_the_option_set(
+        tmp_path: Path) -> None:
+    """A HiGHS OP job reserves one core (its branch and bound uses one: a two-core
+    job waits until no one-core job is ready) and passes the option set's threads,
+    whatever --cores grants, so the OP answer does not depend on --cores."""
+    def edit(cfg: dict) -> None:
+        cfg["solvers"]["highs-default"]["threads"] = 2
+
+    job, shell = _op_job(tmp_path, _changed_config(tmp_path, edit), "2")
+    # the solver's threads travel in the params only: no --threads from the cores
+    assert '"threads":2' in shell and "--threads" not in shell, shell
+    assert "threads: 2" not in job, job
