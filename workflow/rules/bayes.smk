@@ -67,6 +67,7 @@ rule bayes_run:
         setting=r"[A-Za-z][A-Za-z0-9_]*",
         method="koh|mos",
         rep=r"\d+",
+    priority: PRIORITY["sample"]
     conda:
         "../../envs/simcalib.yaml"
     threads: 1
@@ -220,6 +221,7 @@ rule bayes_fit:
     wildcard_constraints:
         setting="|".join(BAYES_DATA_SETTINGS) or "^$",
         method="koh|mos",
+    priority: PRIORITY["sample"]
     conda:
         "../../envs/simcalib.yaml"
     threads: 1

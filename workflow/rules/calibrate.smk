@@ -42,6 +42,7 @@ rule cal_anchors:
         "results/logs/{study}/{caldir}/cal_anchors.log",
     benchmark:
         "results/benchmarks/rules/{study}/{caldir}/cal_anchors.tsv"
+    priority: PRIORITY["calibrate"]
     conda:
         "../../envs/simcalib.yaml"
     threads: lambda w: milp_cores(solver_options(config, w.study))
@@ -72,6 +73,7 @@ rule cal_run:
         "results/logs/{study}/{caldir}/cal_run_{strategy}.log",
     benchmark:
         "results/benchmarks/rules/{study}/{caldir}/cal_run_{strategy}.tsv"
+    priority: PRIORITY["calibrate"]
     conda:
         "../../envs/simcalib.yaml"
     threads: cal_threads
@@ -105,6 +107,7 @@ rule cal_run_block:
         "results/logs/{study}/{caldir}/cal_run_{strategy}_{block}.log",
     benchmark:
         "results/benchmarks/rules/{study}/{caldir}/cal_run_{strategy}_{block}.tsv"
+    priority: PRIORITY["calibrate"]
     conda:
         "../../envs/simcalib.yaml"
     threads: cal_threads
@@ -170,6 +173,7 @@ rule cal_posterior:
         "results/logs/{study}/cal_posterior.log",
     benchmark:
         "results/benchmarks/rules/{study}/cal_posterior.tsv"
+    priority: PRIORITY["calibrate"]
     conda:
         "../../envs/simcalib.yaml"
     threads: 1

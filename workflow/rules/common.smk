@@ -7,6 +7,15 @@ ALL_TARGETS = []
 
 STUDIES = list(config["studies"])
 
+# Job priorities.  Snakemake starts the ready jobs of highest priority first (and,
+# without priorities, those with the largest input files), so work that others wait
+# for goes first: simulations, then the fits behind them (metamodel, OP, the
+# multi-source fits and least squares on the FE data), then calibration; the leaves
+# (Bayes chains, then tables, figures and reports) fill the cores around those
+# chains.  On the default config at --cores 2 this took the FE -> multi-source chain
+# off the end of the run (docs/running.md, "Job order").
+PRIORITY = {"simulate": 30, "fit": 25, "analytic": 20, "calibrate": 10, "sample": 5}
+
 
 wildcard_constraints:
     study="[A-Za-z][A-Za-z0-9_-]*",

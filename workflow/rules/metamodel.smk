@@ -19,6 +19,7 @@ rule mm_train:
         "results/logs/{study}/mm_train.log",
     benchmark:
         "results/benchmarks/rules/{study}/mm_train.tsv"
+    priority: PRIORITY["fit"]
     conda:
         "../../envs/simcalib.yaml"
     threads: mm_threads("metamodel", "threads")
@@ -47,6 +48,7 @@ rule mm_optimize:
         "results/logs/{study}/mm_optimize.log",
     benchmark:
         "results/benchmarks/rules/{study}/mm_optimize.tsv"
+    priority: PRIORITY["fit"]
     conda:
         "../../envs/simcalib.yaml"
     threads: mm_threads("solver", "threads")

@@ -28,6 +28,7 @@ rule ms_data:
         "results/logs/multisource/{ms_case}/data.log",
     benchmark:
         "results/benchmarks/rules/multisource/{ms_case}/data.tsv"
+    priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
     threads: 1
@@ -57,6 +58,7 @@ rule ms_fit_analytic:
         "results/logs/multisource/analytic/{ms_scenario}/fit.log",
     benchmark:
         "results/benchmarks/rules/multisource/analytic/{ms_scenario}/fit.tsv"
+    priority: PRIORITY["analytic"]
     conda:
         "../../envs/simcalib.yaml"
     threads: MS["threads"]
@@ -90,6 +92,7 @@ rule ms_fit_hardening:
         "results/logs/multisource/hardening/{ms_step}/{ms_scenario}/fit.log",
     benchmark:
         "results/benchmarks/rules/multisource/hardening/{ms_step}/{ms_scenario}/fit.tsv"
+    priority: PRIORITY["fit"]
     conda:
         "../../envs/simcalib.yaml"
     threads: MS["threads"]
@@ -117,6 +120,7 @@ rule ms_lsq:
         "results/logs/multisource/{ms_case}/lsq.log",
     benchmark:
         "results/benchmarks/rules/multisource/{ms_case}/lsq.tsv"
+    priority: PRIORITY["fit"]
     conda:
         "../../envs/simcalib.yaml"
     threads: 1

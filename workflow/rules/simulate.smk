@@ -17,6 +17,7 @@ rule sim_design:
         "results/logs/{study}/sim_design.log",
     benchmark:
         "results/benchmarks/rules/{study}/sim_design.tsv"
+    priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
     resources:
@@ -43,6 +44,7 @@ rule sim_run:
         "results/logs/{study}/sim_run_{chunk}.log",
     benchmark:
         "results/benchmarks/rules/{study}/sim_run_{chunk}.tsv"
+    priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
     threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
@@ -70,6 +72,7 @@ rule sim_merge:
         "results/logs/{study}/sim_merge.log",
     benchmark:
         "results/benchmarks/rules/{study}/sim_merge.tsv"
+    priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
     resources:
@@ -94,6 +97,7 @@ rule sim_noise:
         "results/logs/{study}/sim_noise.log",
     benchmark:
         "results/benchmarks/rules/{study}/sim_noise.tsv"
+    priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
     threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
@@ -122,6 +126,7 @@ rule sim_targets:
         "results/logs/{study}/sim_{tset}.log",
     benchmark:
         "results/benchmarks/rules/{study}/sim_{tset}.tsv"
+    priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
     threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]

@@ -375,8 +375,8 @@ def cal_job_sets():
     (cal_summary, cal_rs_vs_op, cal_sweep, cal_contexts).  A strategy split into
     blocks keeps its cal_run_block jobs (and the tables reading it, and anchors it
     starts from, their own jobs).  Each member is the verb and arguments of its own
-    job; the priority (its strategy runs and posterior) starts the biggest studies
-    first."""
+    job; the priority (PRIORITY["calibrate"] plus its strategy runs and posterior)
+    starts the biggest studies first."""
     sets = []
     for study in cal_studies():
         if not config["studies"][study]["calibration"].get("one_job"):
@@ -408,7 +408,8 @@ def cal_job_sets():
                     "logs": [f"results/logs/{study}/cal_study.log"] + [m[1] for m in members],
                     "benchmark": f"results/benchmarks/rules/{study}/cal_study.tsv",
                     "threads": max(cal_threads(_wc(study, c, s)) for c, s in made),
-                    "priority": sum(m[0][0] in ("cal-run", "cal-posterior") for m in members),
+                    "priority": PRIORITY["calibrate"]
+                    + sum(m[0][0] in ("cal-run", "cal-posterior") for m in members),
                 },
             )
         )
