@@ -31,8 +31,9 @@ as benchmarks/mcmc.py): simcalib's ``run`` (least-squares start included in its 
 time; vectorized engine, 2 chains; ``--reps`` runs with different chain seeds, 3 by
 default, their median ESS per CPU-s reported: one run's ESS swings several-fold on these
 multimodal posteriors) once per ``--kernels`` entry
-``kernel[:iterations[:burn_in[:theta_scale[:leapfrog_steps]]]]`` (e.g. ``hmc:3000:1000::6``,
-config/config.yaml's ``hmc`` with 6 leapfrog steps; default: the random walk ``mwg`` at
+``kernel[:iterations[:burn_in[:theta_scale[:leapfrog_steps[:theta_boundary]]]]]`` (e.g.
+``hmc:3000:1000::6``, ``hmc`` with 6 leapfrog steps; ``hmc:3000:1000::3:reflect``, 3 steps
+that bounce off theta's bounds; default: the random walk ``mwg`` at
 10,000 iterations with 5,000 burn-in, as before; ``mala`` at 10,000 / 2,000; ``hmc`` at
 3,000 / 1,000, NUTS's own proportions, on the linear and on the logit theta scale), and
 NUTS (2 chains one after the other, 1,000 warm-up + 2,000 draws; 300 + 500 on
@@ -305,27 +306,32 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([r["draws"][k] for r in runs]) for k in runs[0]["draws"]}
 
 
-def parse_kernel(spec: str, iterations: int) -> tuple[str, int, int, str, int | None]:
-    """``kernel[:iterations[:burn_in[:theta_scale[:leapfrog_steps]]]]`` -> (kernel,
-    iterations, burn_in, theta_scale, leapfrog_steps); burn-in defaults to half the
-    iterations, the scale to linear, the leapfrog steps to the schema's (None)."""
+def parse_kernel(spec: str, iterations: int
+                 ) -> tuple[str, int, int, str, int | None, str | None]:
+    """``kernel[:iterations[:burn_in[:theta_scale[:leapfrog_steps[:boundary]]]]]`` ->
+    (kernel, iterations, burn_in, theta_scale, leapfrog_steps, theta_boundary); burn-in
+    defaults to half the iterations, the scale to linear, the leapfrog steps and the
+    boundary (reject / reflect) to the schema's (None)."""
     parts = spec.split(":")
     it = int(parts[1]) if len(parts) > 1 and parts[1] else iterations
     burn = int(parts[2]) if len(parts) > 2 and parts[2] else it // 2
     scale = parts[3] if len(parts) > 3 and parts[3] else "linear"
     steps = int(parts[4]) if len(parts) > 4 and parts[4] else None
-    return parts[0], it, burn, scale, steps
+    boundary = parts[5] if len(parts) > 5 and parts[5] else None
+    return parts[0], it, burn, scale, steps, boundary
 
 
 def run_simcalib(pb: Likelihood, name: str, method: str, spec: str, iterations: int,
                  seed: int, rep: int = 0) -> dict[str, Any]:
     """One simcalib run; ``rep`` 0 uses benchmarks/mcmc.py's streams, ``rep`` k > 0
     another chain seed (same data, same least-squares start)."""
-    kernel, iterations, burn_in, scale, steps = parse_kernel(spec, iterations)
+    kernel, iterations, burn_in, scale, steps, boundary = parse_kernel(spec, iterations)
     kw: dict[str, Any] = {"iterations": iterations, "burn_in": burn_in, "chains": 2,
                           "log_every": 0, "progress": False, "theta_scale": scale}
     if steps is not None:
         kw["leapfrog_steps"] = steps
+    if boundary is not None:
+        kw["theta_boundary"] = boundary
     if kernel != "mwg" or "theta_kernel" in {f.name for f in fields(SamplerConfig)}:
         kw["theta_kernel"] = kernel
     cfg = SamplerConfig.from_dict(kw)
@@ -479,8 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="+", default=["koh", "mos"], choices=["koh", "mos"])
     ap.add_argument("--kernels", nargs="+",
                     help="simcalib runs: kernel[:iterations[:burn_in[:theta_scale["
-                    ":leapfrog_steps]]]] with kernel a sampler.theta_kernel (burn-in: "
-                    "half; scale: linear; leapfrog steps: the schema's; default: "
+                    ":leapfrog_steps[:boundary]]]]] with kernel a sampler.theta_kernel "
+                    "(burn-in: half; scale: linear; leapfrog steps and boundary "
+                    "(reject/reflect): the schema's; default: "
                     "mwg at --iterations, mala:10000:2000, hmc:3000:1000, "
                     "hmc:3000:1000:logit; --quick: mwg, mala, hmc:2000:500)")
     ap.add_argument("--iterations", type=int, help="simcalib iterations per chain "

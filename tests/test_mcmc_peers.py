@@ -34,8 +34,10 @@ def test_kernel_spec_sets_leapfrog_steps_and_defaults_the_rest(monkeypatch):
     leapfrog steps; fields left out keep their defaults (half burn-in, linear scale,
     the schema's steps)."""
     peers = _mcmc_peers()
-    assert peers.parse_kernel("hmc:3000:1000::6", 10) == ("hmc", 3000, 1000, "linear", 6)
-    assert peers.parse_kernel("mala", 800) == ("mala", 800, 400, "linear", None)
+    assert peers.parse_kernel("hmc:3000:1000::6", 10) == ("hmc", 3000, 1000, "linear", 6,
+                                                           None)
+    assert peers.parse_kernel("mala", 800) == ("mala", 800, 400, "linear", None, None)
+    assert peers.parse_kernel("hmc:3000:1000::3:reflect", 10)[4:] == (3, "reflect")
     seen = {}
 
     class Stop(Exception):
@@ -50,7 +52,10 @@ def test_kernel_spec_sets_leapfrog_steps_and_defaults_the_rest(monkeypatch):
         peers.run_simcalib(None, "two_mass", "koh", "hmc:300:100:logit:6", 10, 0)
     cfg = seen["cfg"]
     assert (cfg.theta_kernel, cfg.leapfrog_steps, cfg.iterations, cfg.burn_in,
-            cfg.theta_scale) == ("hmc", 6, 300, 100, "logit")
+            cfg.theta_scale, cfg.theta_boundary) == ("hmc", 6, 300, 100, "logit", "reject")
+    with pytest.raises(Stop):
+        peers.run_simcalib(None, "two_mass", "koh", "hmc:300:100::3:reflect", 10, 0)
+    assert seen["cfg"].theta_boundary == "reflect"
 
 
 def test_numpyro_log_density_equals_simcalibs():

@@ -69,7 +69,9 @@ class SamplerConfig:
     other; ``theta_scale``: the vectorized engine proposes theta on its own bounded
     scale ("linear") or on the logit scale of its bounds; ``theta_kernel``: its
     theta block's kernel, adaptive random-walk Metropolis ("mwg"), or gradient-informed
-    "mala" / "hmc" (``leapfrog_steps`` steps) from the sensitivities; ``protocol``: "honest"
+    "mala" / "hmc" (``leapfrog_steps`` steps, one number or one per method) from the
+    sensitivities, whose trajectories are rejected at theta's bounds or reflected
+    there (``theta_boundary``); ``protocol``: "honest"
     (least-squares start) or "reference" (start at the truth, +-box hyperpriors);
     ``until_converged``: ``{max_iterations, block, r_hat, ess_bulk}`` or None."""
 
@@ -88,7 +90,8 @@ class SamplerConfig:
     engine: str = _D["engine"]
     theta_scale: str = _D["theta_scale"]
     theta_kernel: str = _D["theta_kernel"]
-    leapfrog_steps: int = _D["leapfrog_steps"]
+    leapfrog_steps: int | dict[str, int] = _D["leapfrog_steps"]
+    theta_boundary: str = _D["theta_boundary"]
     protocol: str = _D["protocol"]
     reference_box: float = _D["reference_box"]
     until_converged: dict[str, Any] | None = _D["until_converged"]
@@ -119,8 +122,20 @@ class SamplerConfig:
             raise ConfigError(f"{key}.theta_kernel",
                               f"{cfg.theta_kernel!r} needs engine 'vectorized' (the "
                               "sequential engine has the random-walk kernel only)")
-        if cfg.leapfrog_steps < 1:
-            raise ConfigError(f"{key}.leapfrog_steps", "must be >= 1")
+        steps = cfg.leapfrog_steps
+        if isinstance(steps, Mapping):
+            if set(steps) != {"koh", "mos"}:
+                raise ConfigError(f"{key}.leapfrog_steps",
+                                  f"per-method steps need exactly the keys koh and mos, "
+                                  f"got {sorted(steps)}")
+            bad = [k for k, v in steps.items() if not isinstance(v, int) or v < 1]
+            if bad:
+                raise ConfigError(f"{key}.leapfrog_steps.{bad[0]}", "must be an integer >= 1")
+        elif not isinstance(steps, int) or steps < 1:
+            raise ConfigError(f"{key}.leapfrog_steps", "must be >= 1 (or {koh: n, mos: n})")
+        if cfg.theta_boundary not in ("reject", "reflect"):
+            raise ConfigError(f"{key}.theta_boundary",
+                              f"{cfg.theta_boundary!r} is not one of ['reject', 'reflect']")
         if cfg.protocol not in ("honest", "reference"):
             raise ConfigError(f"{key}.protocol",
                               f"{cfg.protocol!r} is not one of ['honest', 'reference']")
