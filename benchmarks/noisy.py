@@ -144,6 +144,24 @@ def oracle(study: Study, mm: object, targets: pd.DataFrame, design: pd.DataFrame
     return rows
 
 
+def summary_row(seed: int, strategy: str, select: str, rescored: np.ndarray,
+                own: np.ndarray, floor: np.ndarray, distance: pd.Series, failed_runs: int,
+                failed_targets: int, seconds: float) -> dict:
+    """One CSV row (seed, strategy, selection rule: means over the targets), printed as
+    it is made: re-scored and own Delta over the noise floor, parameter error, failures."""
+    row = {"seed": seed, "strategy": strategy, "select": select,
+           "rescored_over_floor": float(np.nanmean(rescored / floor)),
+           "own_over_floor": float(np.nanmean(own / floor)),
+           "mean_rescored_error": float(np.nanmean(rescored)),
+           "noise_floor": float(np.nanmean(floor)),
+           "parameter_error": float(np.nanmean(distance)),
+           "failed_runs": failed_runs, "failed_targets": failed_targets,
+           "targets": len(rescored), "seconds": seconds}
+    print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                           for k, v in row.items()), flush=True)
+    return row
+
+
 def one_seed(seed: int, args: argparse.Namespace) -> list[dict]:
     study = Study("epidemic_small", study_cfg(args.population, args.design, args.targets))
     design = make_design(study, seed)
@@ -163,17 +181,11 @@ def one_seed(seed: int, args: argparse.Namespace) -> list[dict]:
         orc = pd.DataFrame(oracle(study, mm, targets, design, seed, args, scale))
         for rule, g in orc.groupby("select", sort=False):
             re_ = g["rescored"].to_numpy(float)
-            rows.append({
-                "seed": seed, "strategy": "oracle", "select": rule,
-                "rescored_over_floor": float(np.nanmean(re_ / floor)),
-                "own_over_floor": float(np.nanmean(g["estimate"].to_numpy(float) / floor)),
-                "mean_rescored_error": float(np.nanmean(re_)),
-                "noise_floor": float(np.nanmean(floor)),
-                "parameter_error": float(np.nanmean(g["distance"])),
-                "failed_runs": 0, "failed_targets": int((~np.isfinite(re_)).sum()),
-                "targets": len(g), "seconds": float("nan")})
-            print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                                   for k, v in rows[-1].items()), flush=True)
+            rows.append(summary_row(
+                seed, "oracle", rule, re_,
+                g["estimate"].to_numpy(float), floor, g["distance"], failed_runs=0,
+                failed_targets=int((~np.isfinite(re_)).sum()),
+                seconds=float("nan")))
     for strategy in args.strategies:
         for by_mean in (False, True):
             if strategy in ("op", "stp") and by_mean:
@@ -185,19 +197,11 @@ def one_seed(seed: int, args: argparse.Namespace) -> list[dict]:
             rec, _ = st.calibrate(study, mm, targets, strategy, settings, SOLVER, seed,
                                   anchors=anchors)
             e, re_ = rec["error"].to_numpy(float), rec["rescored_error"].to_numpy(float)
-            rows.append({
-                "seed": seed, "strategy": strategy,
-                "select": "mean" if by_mean else "best_run",
-                "rescored_over_floor": float(np.nanmean(re_ / floor)),
-                "own_over_floor": float(np.nanmean(e / floor)),
-                "mean_rescored_error": float(np.nanmean(re_)),
-                "noise_floor": float(np.nanmean(floor)),
-                "parameter_error": float(np.nanmean(rec["distance"])),
-                "failed_runs": int(rec["failed_runs"].sum()),
-                "failed_targets": int((~np.isfinite(e)).sum()),
-                "targets": len(rec), "seconds": round(time.perf_counter() - t0, 1)})
-            print("  " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                                   for k, v in rows[-1].items()), flush=True)
+            rows.append(summary_row(
+                seed, strategy, "mean" if by_mean else "best_run", re_, e, floor,
+                rec["distance"], failed_runs=int(rec["failed_runs"].sum()),
+                failed_targets=int((~np.isfinite(e)).sum()),
+                seconds=round(time.perf_counter() - t0, 1)))
     return rows
 
 

@@ -41,7 +41,7 @@ def least_squares_fit(model: Callable[[dict[str, float]], np.ndarray], y: np.nda
     # least_squares evaluates the residual at a point and then its Jacobian there:
     # the Jacobian reuses that prediction instead of running the model again (one
     # batch of FE runs in d + 1 saved per Jacobian, same numbers)
-    last: dict[bytes, np.ndarray] = {}
+    last: dict[bytes, np.ndarray] = {}    # the one point evaluated last
 
     def predict(z: np.ndarray) -> np.ndarray:
         key = np.asarray(z, float).tobytes()
@@ -61,15 +61,8 @@ def least_squares_fit(model: Callable[[dict[str, float]], np.ndarray], y: np.nda
     def jac(z: np.ndarray) -> np.ndarray | str:
         h = np.where(z < 0.5, 1e-6, -1e-6)
         zs = [z + h[i] * np.eye(len(z))[i] for i in range(len(z))]
-        key = np.asarray(z, float).tobytes()
-        if key in last:
-            preds = batch_model([dict(zip(names, lo + v * (hi - lo), strict=True))
-                                 for v in zs])
-            r0 = to_resid(last[key])
-        else:
-            preds = batch_model([dict(zip(names, lo + v * (hi - lo), strict=True))
-                                 for v in [z, *zs]])
-            r0, preds = to_resid(preds[0]), preds[1:]
+        preds = batch_model([dict(zip(names, lo + v * (hi - lo), strict=True)) for v in zs])
+        r0 = to_resid(predict(z))
         return np.column_stack([(to_resid(p) - r0) / h[i] for i, p in enumerate(preds)])
 
     t0 = time.perf_counter()
