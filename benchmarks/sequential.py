@@ -112,7 +112,8 @@ class RoundCPU(logging.Handler):
 
 def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: list[int],
              ks: list[int], methods: list[str], rescore_k: int, fail: bool,
-             log: logging.Logger, k1: int = 3, k1_skip: int = 0) -> pd.DataFrame:
+             log: logging.Logger, k1: int = 3, k1_skip: int = 0, tag: str = "",
+             final: str | None = None) -> pd.DataFrame:
     study = _study(cfg, name, n_targets, fail)
     cal = merged_settings(cfg["studies"][name]["calibration"])
     r = int(cal["budget"])
@@ -135,7 +136,7 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
     # rewritten after every job, target and design cell, so a killed run keeps what it
     # finished; a run with --k1-skip writes its own file beside the earlier one
     path = OUT / (f"sequential_runs_{study.name}_{seed}_{'-'.join(methods)}"
-                  f"{f'_from{k1_skip}' if k1_skip else ''}.csv")
+                  f"{f'_from{k1_skip}' if k1_skip else ''}{f'_{tag}' if tag else ''}.csv")
 
     def flush() -> None:
         if rows:
@@ -162,6 +163,8 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
 
     settings_of = {m: merged_settings({**cfg["studies"][name]["calibration"], "rescore": 0,
                                        "select": {"top": 0}}) for m in methods}
+    if final is not None and "sequential" in settings_of:
+        settings_of["sequential"]["sequential"]["final"] = final
     # ---- sequential: one job per (N, K) -------------------------------------------
     if "sequential" in methods:
         for N in totals:
@@ -185,11 +188,23 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                         seq_log.propagate = saved[1]
                     cpu = (time.process_time() - t0) / max(1, len(runs))
                     last = rounds.last_per_run()
+                    names = study.space.tunable_names
                     for (_, rr), i in zip(rec.iterrows(), sub, strict=True):
-                        x = np.array([rr[f"x_{p}"] for p in study.space.tunable_names])
-                        add("sequential", N, K, targets[i], x, float(rr["error"]),
+                        x = np.array([rr[f"x_{p}"] for p in names])
+                        # the best single run too (the answer of final: best_run; the
+                        # runs are the same whatever final is), re-scored beside it
+                        mine = runs[(runs["target_id"] == rr["target_id"])
+                                    & np.isfinite(runs["error"])]
+                        xb, eb = x, float(rr["error"])
+                        if len(mine):
+                            b = mine.loc[mine["error"].idxmin()]
+                            xb, eb = b[names].to_numpy(dtype=float), float(b["error"])
+                        t = targets[i]
+                        add("sequential", N, K, t, x, float(rr["error"]),
                             int(rr["runs"]), int(rr["failed_runs"]), cpu,
-                            {"cpu_s_last_run": last})
+                            {"cpu_s_last_run": last, "error_best_run": eb,
+                             "score_best_run": score(t, xb, eb),
+                             "final_differs": bool(not np.array_equal(xb, x))})
                     log.info("%s seed %d N=%d K=%d sequential (targets %s): median Delta "
                              "%.4g, %.2f CPU-s/run (last round %.2f)", study.name, seed, N, K,
                              sub, rec["error"].median(), cpu, last)
@@ -372,6 +387,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="K = 1: leave out the first this many targets (measured by an "
                          "earlier run; the targets are a prefix series); own output file")
     ap.add_argument("--rescore", type=int, default=5)
+    ap.add_argument("--tag", default="",
+                    help="appended to the per-seed CSV names (a new measurement beside "
+                         "older ones)")
+    ap.add_argument("--final", choices=["auto", "best_run", "ensemble"], default=None,
+                    help="sequential.final for the sequential runs (default: the config's)")
     ap.add_argument("--fail", action="store_true",
                     help="the studies' failing variants (simulator.fail_region) instead")
     ap.add_argument("--quick", action="store_true")
@@ -393,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in range(first, first + args.seeds):
                 run_seed(cfg, name, seed, args.targets, args.totals, args.ks, args.methods,
                          args.rescore if stochastic else 0, args.fail, log, args.k1_targets,
-                         args.k1_skip)
+                         args.k1_skip, args.tag, args.final)
     report()
     return 0
 

@@ -32,6 +32,16 @@ same config gives the same runs; the runs go through the usual ledger (journalle
 counted against ``budget``, failed runs kept).  The history column holds the anytime
 trajectory (best Delta after each round) for anytime curves.
 
+**The answer** (``final``).  On a deterministic simulator it is the best run.  On a
+stochastic one the best single run is partly lucky noise (the winner's curse: its own
+Delta flatters it, and the point it came from is often not the best on average), so
+``final: auto`` becomes ``ensemble`` there: the ensemble is refitted once on every run
+and, among the ``final_top`` best distinct points by their own (mean) Delta, the answer
+is the one whose ensemble-mean prediction has the lowest Delta.  The mean of nets
+trained on every run averages the noise of all runs near a point; restricting it to
+points that were run and did well keeps its error far from the runs out of the choice.
+No run is spent on it, and the runs themselves do not change.
+
 With ``use_design`` the study's simulated design runs replace the Sobol start: they
 enter the ledgers (phase ``design``, split among the targets at their context, failed
 runs included so the classifier learns from them) and count against the budget, so
@@ -71,6 +81,11 @@ def check_sequential(settings: Mapping[str, Any], key: str) -> None:
         raise ConfigError(f"{key}.sequential.local_share", "must lie in [0, 1]")
     if not 0.0 < float(s["radius"]) <= 1.0:
         raise ConfigError(f"{key}.sequential.radius", "must lie in (0, 1]")
+    if s.get("final", "auto") not in FINAL_RULES:
+        raise ConfigError(f"{key}.sequential.final", f"must be one of {FINAL_RULES}, got "
+                          f"{s.get('final')!r}")
+    if int(s.get("final_top", 8)) < 1:
+        raise ConfigError(f"{key}.sequential.final_top", "must be >= 1")
     from simcalib.metamodel.milp.optimize import solver_settings
 
     try:
@@ -78,6 +93,47 @@ def check_sequential(settings: Mapping[str, Any], key: str) -> None:
     except ConfigError as exc:
         raise ConfigError(f"{key}.sequential.solver", str(exc)) from None
     EnsembleSettings.from_config(s.get("ensemble"), f"{key}.sequential.ensemble")
+
+
+#: ``sequential.final``: how the answer is chosen among the runs (module doc)
+FINAL_RULES = ("auto", "best_run", "ensemble")
+
+
+def final_rule(p: TargetRun, s: Mapping[str, Any]) -> str:
+    """``best_run`` or ``ensemble``: ``auto`` is ``ensemble`` for a simulator known to
+    be stochastic (its best single run is partly noise), else ``best_run``."""
+    from simcalib.study.noise import known_stochastic
+
+    rule = str(s.get("final", "auto"))
+    if rule == "auto":
+        return "ensemble" if known_stochastic(p.study.cfg) else "best_run"
+    return rule
+
+
+def final_pick(p: TargetRun, runs: list[dict[str, Any]], ens: Any, top: int
+               ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The answer of ``final: ensemble`` among ``runs`` (target ``p``'s runs with their
+    Delta in ``error``): the ``top`` best distinct points by their mean Delta over
+    their successful runs, ranked by the Delta of ``ens``'s mean prediction (ties: the
+    lower own Delta).  Returns (the chosen point's best run, the candidates, each with
+    ``x``, ``error`` (mean own Delta), ``runs`` and ``predicted``).  Why: one noisy
+    Delta is a poor judge of which point is truly best; the ensemble, trained on every
+    run, averages the noise over all runs near each point."""
+    pts: dict[tuple[float, ...], list[dict[str, Any]]] = {}
+    for r in runs:
+        if np.isfinite(r["error"]):
+            pts.setdefault(tuple(np.round(np.asarray(r["x"], dtype=float), 12)), []).append(r)
+    if not pts:
+        return None, []
+    cands = sorted(({"x": np.asarray(rs[0]["x"], dtype=float),
+                     "error": float(np.mean([r["error"] for r in rs])), "runs": len(rs),
+                     "best": min(rs, key=lambda r: r["error"])} for rs in pts.values()),
+                   key=lambda c: c["error"])[: max(1, int(top))]
+    pred = p.predicted_error(np.array([c["x"] for c in cands]), ens)
+    for c, e in zip(cands, pred, strict=True):
+        c["predicted"] = float(e) if np.isfinite(e) else np.inf
+    j = min(range(len(cands)), key=lambda i: (cands[i]["predicted"], cands[i]["error"]))
+    return cands[j]["best"], cands
 
 
 def initial_runs(budget: int, n_tunables: int, per_input: int) -> int:
@@ -156,18 +212,29 @@ def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
             mine = X[j::len(grp)][: q.left]
             if len(mine):
                 q.simulate(mine, "sobol")
+    rule = final_rule(p0, s)
     old = torch.get_num_threads()
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int_seed(p0.seed, "sequential", p0.study.name,
                                        p0.target.target_id))
-            trajectory = _rounds(ps, pool, s)
+            trajectory, ens = _rounds(ps, pool, s, refit=rule == "ensemble")
     finally:
         torch.set_num_threads(old)
     outs = []
     for p in ps:
         first = p.runs[0]["x"] if p.runs else np.full(d, np.nan)
         best = pool.best(p)
+        note = ""
+        if rule == "ensemble" and ens is not None and best is not None:
+            pick, cands = final_pick(p, pool.runs(p), ens, int(s.get("final_top", 8)))
+            if pick is not None:
+                chosen = next(c for c in cands if c["best"] is pick)
+                note = (f" | final pick by the ensemble mean among the {len(cands)} best "
+                        f"points: own Delta {pick['error']:.4g} (predicted "
+                        f"{chosen['predicted']:.4g}); best run {best['error']:.4g} "
+                        f"(predicted {p.predicted_error(best['x'][None, :], ens)[0]:.4g})")
+                best = pick
         stopped = sum(c.get("sample", False) and (c["fallback"] or c["status"] != "optimal")
                       for c in p.op_calls)
         out = {"x": first, "error": float("nan"), "status": "all_runs_failed",
@@ -175,7 +242,7 @@ def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
                "anchor_kind": p.runs[0]["phase"] if p.runs else "sobol",
                "history": " ".join(t[p.target.target_id] for t in trajectory)
                + f" | proposal MILPs stopped unproven (node/time limit): {stopped} of "
-               f"{len(p.op_calls)}"}
+               f"{len(p.op_calls)}" + note}
         if best is not None:
             out.update({"x": best["x"], "error": best["error"], "status": "ok",
                         "y": best["y"]})
@@ -237,9 +304,12 @@ def _usable(r: Mapping[str, Any]) -> bool:
     return r["status"] == "ok" and bool(np.isfinite(r["y"]).all())
 
 
-def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict[int, str]]:
+def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any], refit: bool = False
+            ) -> tuple[list[dict[int, str]], Any]:
     """The proposal rounds until every budget is spent; returns each target's
-    trajectory ``runs:best`` (runs of the whole job) after the start and every round."""
+    trajectory ``runs:best`` (runs of the whole job) after the start and every round,
+    and the last ensemble (None if none was trained).  ``refit``: once more on every
+    run after the last round (for ``final: ensemble``; the runs do not change)."""
     from simcalib.metamodel.ensemble import EnsembleSettings, fit_ensemble
     from simcalib.metamodel.failure import fit_failure
 
@@ -264,6 +334,14 @@ def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict
     best = {p.target.target_id: pool.best(p) for p in ps}
     traj = [_points(best, pool.used)]
     t_start, used0, k = time.perf_counter(), pool.used, 0
+    def fit(tag: int | str, warm: Any) -> Any:
+        ok = [[r for r in q.runs if _usable(r)] for q in ps]
+        X = np.vstack([inputs(q, rs) for q, rs in zip(ps, ok, strict=True) if rs])
+        Y = np.array([r["y"] for rs in ok for r in rs])
+        return fit_ensemble(X, Y, names, p0.out_names, es,
+                            seed=int_seed(p0.seed, "sequential", p0.study.name, tid0),
+                            tag=tag, warm=warm, study=p0.study.name)
+
     while any(p.left > 0 for p in ps):
         ok = [(q, [r for r in q.runs if _usable(r)]) for q in ps]
         active = [p for p in ps if p.left > 0]
@@ -275,11 +353,7 @@ def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict
             for p in active:
                 p.simulate(p.sample(min(share, p.left), p.bounds()), f"round{k}")
         else:
-            X = np.vstack([inputs(q, rs) for q, rs in ok if rs])
-            Y = np.array([r["y"] for _, rs in ok for r in rs])
-            ens = fit_ensemble(X, Y, names, p0.out_names, es,
-                               seed=int_seed(p0.seed, "sequential", p0.study.name, tid0),
-                               tag=k, warm=ens, study=p0.study.name)
+            ens = fit(k, ens)
             fm = fit_failure(np.vstack([inputs(q, q.runs) for q in ps if q.runs]),
                              np.array([r["status"] == "ok" for q in ps for r in q.runs]),
                              names, fcfg, seed=int_seed(p0.seed, "sequential-failure",
@@ -306,7 +380,10 @@ def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any]) -> list[dict
                  else "n/a",
                  f", failure classifier on ({fm.info['failed']} failed runs)" if fm else "",
                  eta(time.perf_counter() - t_start, pool.used - used0, pool.budget - used0))
-    return traj
+    if refit and sum(_usable(r) for q in ps for r in q.runs) >= 4:
+        # the answer's judge sees the last round's runs too
+        ens = fit("final", ens)
+    return traj, ens
 
 
 def _points(best: Mapping[int, dict[str, Any] | None], used: int) -> dict[int, str]:
