@@ -247,3 +247,94 @@ def test_use_design_starts_from_the_design_runs_and_counts_them() -> None:
     with pytest.raises(ConfigError, match="calibration.sequential.use_design"):
         calibrate(study, ScaleMM(), tdf, "sequential", {"budget": 28, **on},
                   {"backend": "highs"}, SEED)
+
+
+def _noisy_study(sd: float) -> Study:
+    """The warped plane with Gaussian noise of sd ``sd`` on each output, declared
+    stochastic (``noise.stochastic``) as a user would for a Python function."""
+    from tests.conftest import REPO
+
+    sim = {"type": "python", "options": {"function": "tests.sim_fixtures:noisy_warped_plane",
+                                         "path": str(REPO), "outputs": ["a", "b"],
+                                         "options": {"sd": sd}}}
+    return Study("nwp", {"simulator": sim, "outputs": ["a", "b"], "noise": {"stochastic": True},
+                         "parameters": {"x": {"lower": 0.0, "upper": 1.0},
+                                        "y": {"lower": 0.0, "upper": 1.0}},
+                         "constraints": []})
+
+
+def _true_delta(x: np.ndarray) -> float:
+    """Noise-free Delta of the warped plane at ``x`` against the target made at x*."""
+    f = lambda v: np.array([v[0] + 0.5 * v[1] ** 2, v[1] + 0.5 * v[0] ** 2])  # noqa: E731
+    return float((np.abs(f(x) - f(XSTAR)) / ScaleMM.y_std).sum())
+
+
+def _ledger(study: Study, budget: int, extra: dict | None = None) -> TargetRun:
+    x, y = XSTAR
+    t = Target(0, XSTAR.copy(), {}, np.array([x + 0.5 * y * y, y + 0.5 * x * x]))
+    settings = merged_settings({"budget": budget, **SMALL, **(extra or {})})
+    return TargetRun(study, ScaleMM(), t, budget, 0.05, settings, {"backend": "highs"}, SEED,
+                     "sequential", default_optimize())
+
+
+def test_final_pick_sees_through_a_lucky_outlier() -> None:
+    """Runs of a noisy simulator: 40 near x* (noisy Delta ~0.3) and one far away whose
+    noise happened to land on the target (own Delta 0: the best single run, true
+    Delta ~1).  The ensemble mean, trained on every run, predicts the outlier's
+    neighbourhood badly and picks a point near x*, truly better."""
+    from simcalib.metamodel.ensemble import EnsembleSettings, fit_ensemble
+    from simcalib.metamodel.strategies.sequential import final_pick
+
+    p = _ledger(_noisy_study(0.05), 60)
+    r = np.random.default_rng(3)
+    X = np.vstack([np.clip(XSTAR + r.uniform(-0.15, 0.15, (40, 2)), 0, 1),
+                   r.uniform(0, 1, (19, 2))])
+    f = np.c_[X[:, 0] + 0.5 * X[:, 1] ** 2, X[:, 1] + 0.5 * X[:, 0] ** 2]
+    Y = f + 0.05 * r.standard_normal(f.shape)
+    lucky = np.array([0.15, 0.85])       # far from x*; its one run equals the target
+    X, Y = np.vstack([X, lucky]), np.vstack([Y, p.target.z])
+    runs = [{"x": x, "y": y, "error": float(p.err(y)[0])} for x, y in zip(X, Y, strict=True)]
+    assert min(runs, key=lambda q: q["error"])["x"] is runs[-1]["x"]    # the best single run
+    assert _true_delta(lucky) > 0.8
+    es = EnsembleSettings.from_config({"members": 3, "hidden": [8, 8], "epochs": 600})
+    ens = fit_ensemble(X, Y, ["x", "y"], ["a", "b"], es, seed=5, tag=0)
+    pick, cands = final_pick(p, runs, ens, 8)
+    assert len(cands) == 8 and cands[0]["error"] == 0.0           # the outlier competed
+    assert pick is not None and pick["x"] is not runs[-1]["x"]
+    assert _true_delta(pick["x"]) < 0.3 * _true_delta(lucky)
+    chosen = next(c for c in cands if c["best"] is pick)
+    assert chosen["predicted"] == min(c["predicted"] for c in cands)
+    # final_top 1: the best single run, whatever the ensemble says
+    assert final_pick(p, runs, ens, 1)[0] is runs[-1]
+
+
+def test_final_rule_on_noisy_and_deterministic_studies() -> None:
+    """``final: auto``: the ensemble's pick on a stochastic study, the best run on a
+    deterministic one (unchanged: the same answer as ``best_run``); the rule never
+    changes the runs, only which of them is the answer."""
+    from simcalib.metamodel.strategies.sequential import final_rule
+
+    noisy = {f: _ledger(_noisy_study(0.03), 28, {"sequential": {
+        **SMALL["sequential"], "final": f}}) for f in ("auto", "best_run")}
+    outs = {f: st.get("sequential").fn(p) for f, p in noisy.items()}
+    assert final_rule(noisy["auto"], noisy["auto"].settings["sequential"]) == "ensemble"
+    np.testing.assert_array_equal(np.array([r["x"] for r in noisy["auto"].runs]),
+                                  np.array([r["x"] for r in noisy["best_run"].runs]))
+    best = noisy["best_run"].best_run()
+    np.testing.assert_array_equal(outs["best_run"]["x"], best["x"])
+    assert "final pick by the ensemble mean" in outs["auto"]["history"]
+    assert "final pick" not in outs["best_run"]["history"]
+    # the answer is one of the 8 best runs, with that run's own outputs and Delta
+    top = sorted(r["error"] for r in noisy["auto"].runs)[:8]
+    assert outs["auto"]["error"] in top
+    run = next(r for r in noisy["auto"].runs if np.array_equal(r["x"], outs["auto"]["x"]))
+    np.testing.assert_array_equal(outs["auto"]["y"], run["y"])
+    # deterministic: auto is best_run, and the outcome is the same to the last digit
+    det = {f: _ledger(_study(), 16, {"sequential": {**SMALL["sequential"], "final": f}})
+           for f in ("auto", "best_run")}
+    assert final_rule(det["auto"], det["auto"].settings["sequential"]) == "best_run"
+    a, b = (st.get("sequential").fn(p) for p in det.values())
+    assert a["history"] == b["history"] and a["error"] == b["error"]
+    np.testing.assert_array_equal(a["x"], b["x"])
+    with pytest.raises(ConfigError, match="sequential.final"):
+        merged_settings({"budget": 10, "sequential": {"final": "mean"}})
