@@ -10,7 +10,13 @@ read and CPU seconds per run.  It only reads; nothing is re-run.
   written by ``sequential.py``): score = Delta (re-scored for a stochastic study).
 
 A (seed, target) pair is compared only where both methods were measured; a row
-measured by two files (a rerun) counts once, the later file's.
+measured by two files (a rerun) counts once, the later file's (a file tagged
+``_v<k>`` by ``sequential.py --tag`` after every untagged one, then by time).
+``sequential`` rows with a ``score_best_run`` column (written since
+``sequential.final``) replace a study's older ``sequential`` rows, pair or not: the
+older ones chose by the best single run, on older code.  Their best single run,
+re-scored on the same runs, is compared with the answer of ``final`` in a table of
+its own (``sequential (best run)``).
 
     python benchmarks/issue24_tables.py             # markdown tables on stdout
     python benchmarks/issue24_tables.py --dir results/benchmarks
@@ -19,6 +25,7 @@ measured by two files (a rerun) counts once, the later file's.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +33,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = "sequential"
+BEST_RUN = "sequential (best run)"
 
 
 def _fmt(v: float) -> str:
@@ -43,7 +51,11 @@ def _fmt(v: float) -> str:
 
 def _read(files: list[Path]) -> pd.DataFrame:
     frames = []
-    for order, f in enumerate(sorted(files, key=lambda p: p.stat().st_mtime)):
+    def version(p: Path) -> int:
+        m = re.search(r"_v(\d+)\.csv$", p.name)
+        return int(m.group(1)) if m else 0
+
+    for order, f in enumerate(sorted(files, key=lambda p: (version(p), p.stat().st_mtime))):
         d = pd.read_csv(f)
         if len(d):
             frames.append(d.assign(_file=f.name, _order=order))
@@ -153,11 +165,25 @@ def main(argv: list[str] | None = None) -> int:
                     "### K = 1, anytime runs (breakeven.py)"))
     seq = _read(list(out.glob("sequential_runs_*.csv")))
     if len(seq):
+        if "score_best_run" in seq:
+            new = seq["score_best_run"].notna() & (seq["method"] == BASE)
+            renewed = set(seq.loc[new, "study"])
+            seq = seq[~((seq["method"] == BASE) & seq["study"].isin(renewed) & ~new)]
         seq = seq.sort_values("_order").drop_duplicates(
             ["study", "seed", "N", "K", "method", "target_id"], keep="last")
         methods = [BASE, "gpbo", "adaptive", "npe"]
         k1 = seq[(seq["K"] == 1) & (seq["study"] != "epidemic_mean")]
         print(table(compare(k1, methods), methods, "### K = 1 (sequential.py)"))
+        if "score_best_run" in seq and seq["score_best_run"].notna().any():
+            b = seq[(seq["method"] == BASE) & seq["score_best_run"].notna()]
+            both = pd.concat([b, b.assign(method=BEST_RUN, score=b["score_best_run"],
+                                          error=b["error_best_run"]),
+                              seq[seq["method"] == "gpbo"]], ignore_index=True)
+            m2 = [BASE, BEST_RUN, "gpbo"]
+            print(table(compare(both, m2), m2, "### sequential's answer (sequential.final) "
+                        "against its best single run on the same runs (sequential.py)"))
+            print(f"- the answer differs from the best single run on "
+                  f"{int(b['final_differs'].astype(bool).sum())} of {len(b)} targets\n")
         kk = seq[seq["K"] > 1]
         print(table(compare(kk, methods), methods, "### K targets in one job (sequential.py)"))
     return 0
