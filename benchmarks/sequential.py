@@ -62,6 +62,7 @@ from simcalib.config import load_config  # noqa: E402
 from simcalib.metamodel.strategies import calibrate, compute_anchors, get  # noqa: E402
 from simcalib.metamodel.strategies.ledger import read_targets  # noqa: E402
 from simcalib.metamodel.strategies.runner import default_optimize, rescore  # noqa: E402
+from simcalib.metamodel.strategies.sequential import FINAL_RULES  # noqa: E402
 from simcalib.metamodel.strategies.settings import merged_settings, solver_options  # noqa: E402
 from simcalib.metamodel.training import train_metamodel  # noqa: E402
 from simcalib.seeds import rng  # noqa: E402
@@ -148,9 +149,12 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
         return rescore(study, smm, t, x, rescore_k, seed, scale)
 
     def add(method: str, N: int, K: int, t: Any, x: np.ndarray, e: float, runs: int,
-            failed: int, cpu: float, extra: dict | None = None) -> None:
+            failed: int, cpu: float, extra: dict | None = None,
+            scored: float | None = None) -> None:
+        """One result row; ``scored``: its re-scored Delta when already computed."""
         rows.append({"study": study.name, "seed": seed, "N": N, "K": K, "method": method,
-                     "target_id": t.target_id, "error": e, "score": score(t, x, e),
+                     "target_id": t.target_id, "error": e,
+                     "score": score(t, x, e) if scored is None else scored,
                      "runs": runs, "failed_runs": failed, "cpu_s_per_run": cpu,
                      "design_fail_share": design_fail, **(extra or {})})
 
@@ -200,11 +204,14 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                             b = mine.loc[mine["error"].idxmin()]
                             xb, eb = b[names].to_numpy(dtype=float), float(b["error"])
                         t = targets[i]
+                        same = bool(np.array_equal(xb, x))
+                        sc = score(t, x, float(rr["error"]))
                         add("sequential", N, K, t, x, float(rr["error"]),
                             int(rr["runs"]), int(rr["failed_runs"]), cpu,
                             {"cpu_s_last_run": last, "error_best_run": eb,
-                             "score_best_run": score(t, xb, eb),
-                             "final_differs": bool(not np.array_equal(xb, x))})
+                             # the same point re-scores the same (seeded replicates)
+                             "score_best_run": sc if same else score(t, xb, eb),
+                             "final_differs": not same}, scored=sc)
                     log.info("%s seed %d N=%d K=%d sequential (targets %s): median Delta "
                              "%.4g, %.2f CPU-s/run (last round %.2f)", study.name, seed, N, K,
                              sub, rec["error"].median(), cpu, last)
@@ -390,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="",
                     help="appended to the per-seed CSV names (a new measurement beside "
                          "older ones)")
-    ap.add_argument("--final", choices=["auto", "best_run", "ensemble"], default=None,
+    ap.add_argument("--final", choices=FINAL_RULES, default=None,
                     help="sequential.final for the sequential runs (default: the config's)")
     ap.add_argument("--fail", action="store_true",
                     help="the studies' failing variants (simulator.fail_region) instead")

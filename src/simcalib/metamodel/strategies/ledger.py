@@ -32,6 +32,13 @@ from simcalib.seeds import int_seed, rng
 from simcalib.study.model import Study
 from simcalib.study.simulation import simulate_rows
 
+
+def point_key(x: Any) -> tuple[float, ...]:
+    """A run's input point as a dict key: runs at one point (re-runs, replicates) share
+    it, whatever float noise their stored rows carry."""
+    return tuple(np.round(np.asarray(x, dtype=float), 12))
+
+
 log = logging.getLogger(__name__)
 
 OptimizeFn = Callable[..., Any]

@@ -22,6 +22,7 @@ from simcalib.metamodel.strategies.ledger import (
     TargetRun,
     check_compatible,
     op_unproven,
+    point_key,
     read_targets,
 )
 from simcalib.metamodel.strategies.registry import get, reads_design
@@ -218,13 +219,13 @@ def select_by_mean(p: TargetRun, out: dict[str, Any], top: int, reps: int) -> di
     xs: dict[tuple[float, ...], np.ndarray] = {}
     own = [r for r in p.runs if np.array_equal(r["x"], out["x"]) and np.isfinite(r["error"])]
     if own:  # the strategy's own answer is always a candidate, whatever its single run
-        key = tuple(np.round(np.asarray(own[0]["x"], dtype=float), 12))
+        key = point_key(own[0]["x"])
         seen[key], xs[key] = [float(r["error"]) for r in own], np.asarray(own[0]["x"], float)
     elif np.isfinite(out.get("error", np.nan)):  # a run another target paid for (joint)
-        key = tuple(np.round(np.asarray(out["x"], dtype=float), 12))
+        key = point_key(out["x"])
         seen[key], xs[key] = [float(out["error"])], np.asarray(out["x"], dtype=float)
     for r in sorted((r for r in p.runs if np.isfinite(r["error"])), key=lambda r: r["error"]):
-        key = tuple(np.round(np.asarray(r["x"], dtype=float), 12))
+        key = point_key(r["x"])
         if key not in seen and len(seen) < top:
             seen[key] = [float(e["error"]) for e in p.runs
                          if np.array_equal(e["x"], r["x"]) and np.isfinite(e["error"])]

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from simcalib.errors import ConfigError, DataError
-from simcalib.metamodel.strategies.ledger import TargetRun
+from simcalib.metamodel.strategies.ledger import TargetRun, point_key
 from simcalib.metamodel.strategies.registry import strategy
 from simcalib.progress import eta
 from simcalib.seeds import int_seed, rng
@@ -122,7 +122,7 @@ def final_pick(p: TargetRun, runs: list[dict[str, Any]], ens: Any, top: int
     pts: dict[tuple[float, ...], list[dict[str, Any]]] = {}
     for r in runs:
         if np.isfinite(r["error"]):
-            pts.setdefault(tuple(np.round(np.asarray(r["x"], dtype=float), 12)), []).append(r)
+            pts.setdefault(point_key(r["x"]), []).append(r)
     if not pts:
         return None, []
     cands = sorted(({"x": np.asarray(rs[0]["x"], dtype=float),
