@@ -71,24 +71,29 @@ def links(page: Path) -> list[tuple[int, str]]:
     return found
 
 
-def broken(page: Path) -> list[str]:
-    """Messages naming each relative link of ``page`` whose file or anchor is missing."""
+def broken(page: Path, root: Path = REPO) -> list[str]:
+    """Messages naming each relative link of ``page`` whose file or anchor is missing
+    (paths shown relative to ``root``)."""
+    def show(path: Path) -> str:
+        return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
     problems = []
     for number, target in links(page):
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto: ...
             continue
         path_part, _, anchor = target.partition("#")
         dest = (page.parent / path_part).resolve() if path_part else page
-        where = f"{page.relative_to(REPO)}:{number}: {target}"
+        where = f"{show(page)}:{number}: {target}"
         if not dest.exists():
-            problems.append(f"{where}: no such file {dest.relative_to(REPO) if dest.is_relative_to(REPO) else dest}")
+            problems.append(f"{where}: no such file {show(dest)}")
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
-            problems.append(f"{where}: no heading with anchor #{anchor} in {dest.relative_to(REPO)}")
+            problems.append(f"{where}: no heading with anchor #{anchor} in {show(dest)}")
     return problems
 
 
 def test_slug_follows_github() -> None:
-    assert slug("One job per study (`calibration.one_job`)") == "one-job-per-study-calibrationone_job"
+    assert slug("One job per study (`calibration.one_job`)") == (
+        "one-job-per-study-calibrationone_job")
     assert slug("One data set, few runs: `sequential` against GP-BO (issue 24)") == (
         "one-data-set-few-runs-sequential-against-gp-bo-issue-24")
     assert slug("At the paper's scale (`config/paper.yaml`; epidemic and epidemic_mean)") == (
@@ -105,12 +110,7 @@ def test_checker_finds_a_broken_link(tmp_path: Path) -> None:
     page = tmp_path / "a.md"
     targets = [t for _, t in links(page)]
     assert targets == ["#a-section", "#nope", "b.md", "a.md#title"]
-    global REPO
-    saved, REPO = REPO, tmp_path
-    try:
-        problems = broken(page)
-    finally:
-        REPO = saved
+    problems = broken(page, root=tmp_path)
     assert len(problems) == 2
     assert "#nope" in problems[0] and "b.md" in problems[1]
 
