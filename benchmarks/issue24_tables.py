@@ -1,4 +1,4 @@
-"""Issue 24's tables (docs/strategies.md, "One data set, few runs") from the per-target
+"""Issue 24's tables (docs/strategies_results.md, "One data set, few runs") from the per-target
 CSVs that benchmarks/breakeven.py and benchmarks/sequential.py write: medians and
 quartiles over seeds x targets, the pairs each method wins, the ratios the issue's goals
 read and CPU seconds per run.  It only reads; nothing is re-run.

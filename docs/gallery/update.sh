@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Refresh the README gallery from a default run:  snakemake --cores 2 && bash docs/gallery/update.sh
+# Refresh the gallery of docs/overview.md from a default run:  snakemake --cores 2 && bash docs/gallery/update.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cp results/epidemic/calibration/strategies.png docs/gallery/epidemic_strategies.png
