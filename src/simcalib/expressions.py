@@ -9,6 +9,7 @@ config can never execute code.
 from __future__ import annotations
 
 import ast
+import keyword
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,13 @@ _BINOPS = {
     ast.Div: operator.truediv,
     ast.Pow: operator.pow,
 }
+
+
+#: Names an expression cannot use as variables: Python's keywords (``lambda``, ``if``,
+#: ``True`` ...), which the parser reads as syntax (``lambda + y <= 1`` is a syntax
+#: error, not a sum).  The language has no functions, so no function name is taken;
+#: a function added to it must be added here, so the name rule refuses it as an input.
+RESERVED_NAMES: frozenset[str] = frozenset(keyword.kwlist)
 
 
 class ExpressionError(ValueError):
