@@ -86,7 +86,7 @@ def check_calibration_jobs(config: Mapping[str, Any]) -> None:
         if jobs <= cap:
             continue
         fit = smallest_block_size(counts, cap)
-        sets = ", ".join(f"{k}: {n} targets x {len(s)} strategies" for k, (n, s) in
+        sets = ", ".join(f"{n:,} targets ({k}) x {len(s)} strategies" for k, (n, s) in
                          counts.items())
         fix = (f"raise block_size to at least {fit}" if fit else
                "calibrate fewer targets or strategies")

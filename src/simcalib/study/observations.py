@@ -133,6 +133,12 @@ def _check_columns(columns: list[str], outputs: list[str], contexts: list[str],
         raise DataError(src, f"column(s) {tun} are tunable inputs of the study: an "
                         "observations file holds outputs (and contexts), never the inputs "
                         "being calibrated")
+    _check_column_set(columns, outputs, contexts, src, outputs_key)
+
+
+def _check_column_set(columns: list[str], outputs: list[str], contexts: list[str], src: str,
+                      outputs_key: str | None) -> None:
+    """Every output and context present, no other column than sd_/weight_/target_id."""
     allowed = {"target_id", *outputs, *contexts, *(SD_PREFIX + o for o in outputs),
                *(WEIGHT_PREFIX + o for o in outputs)}
     unknown = [c for c in columns if c not in allowed]
