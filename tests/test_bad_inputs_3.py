@@ -241,24 +241,27 @@ def test_alias_bomb_is_read_fast_and_reported_short(tmp_path: Path) -> None:
     assert "more characters] is not of type 'integer'" in str(err.value)
 
 
-def _check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "simcalib", "check", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+def _check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from simcalib.cli import main
+
+    rc = main(["check", *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
 
 
-def test_simcalib_check_reports_file_line_and_validates(tmp_path: Path) -> None:
+def test_simcalib_check_reports_file_line_and_validates(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
     (tmp_path / "tab.yaml").write_text("seed: 1\nstudies:\n\trb: {}\n")
-    proc = _check("tab.yaml", cwd=tmp_path)
-    assert proc.returncode == 2
-    assert "tab.yaml, line 3, column 1" in proc.stderr and "Traceback" not in proc.stderr
-    good = patched({})
-    (tmp_path / "good.yaml").write_text(yaml.safe_dump(good))
+    rc, _, err = _check(capsys, str(tmp_path / "tab.yaml"))
+    assert rc == 2 and "tab.yaml, line 3, column 1" in err and "Traceback" not in err
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(patched({})))
     (tmp_path / "big.yaml").write_text("studies:\n  rb:\n    targets: {n: 100000}\n")
-    proc = _check("good.yaml", cwd=tmp_path)
-    assert proc.returncode == 0 and "valid; 1 study (rb); calibration on rb" in proc.stdout
+    rc, out, _ = _check(capsys, str(tmp_path / "good.yaml"))
+    assert rc == 0 and "valid; 1 study (rb); calibration on rb" in out
     # later files override earlier ones key by key, as Snakemake merges --configfile
-    proc = _check("good.yaml", "big.yaml", cwd=tmp_path)
-    assert proc.returncode == 2 and "'studies.rb.calibration.block_size'" in proc.stderr
+    rc, _, err = _check(capsys, str(tmp_path / "good.yaml"), str(tmp_path / "big.yaml"))
+    assert rc == 2 and "'studies.rb.calibration.block_size'" in err
 
 
 # ---- observations files: (id, text, class, words) ------------------------------------

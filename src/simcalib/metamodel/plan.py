@@ -75,13 +75,13 @@ def smallest_block_size(counts: Mapping[str, tuple[int, list[str]]], cap: int) -
 @semantic_check
 def check_calibration_jobs(config: Mapping[str, Any]) -> None:
     """At most ``max_cal_jobs`` calibration jobs per study."""
-    cap = int(config.get("max_cal_jobs", 5000))
+    cap = int(config["max_cal_jobs"])
     for name, cfg in (config.get("studies") or {}).items():
         cal = cfg.get("calibration") or {}
         if not cal.get("enabled", False):
             continue
         counts = target_counts(cfg)
-        size = int(cal.get("block_size", 2))
+        size = int(cal["block_size"])
         jobs = calibration_jobs(counts, size)
         if jobs <= cap:
             continue

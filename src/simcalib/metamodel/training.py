@@ -9,6 +9,14 @@ Why these choices:
   split the training never saw.
 * **Seeds from** ``(seed, 'metamodel', study)``: split, weight init and minibatch
   order are reproducible, so a rerun gives the same network bit for bit.
+* **Outputs that could fool the trust flag are named before fitting.**  A column
+  whose magnitude would overflow float64 in the scaler or R² (> 1e150) is an error
+  naming it and its size; an output constant over the design (sd 0, or below
+  ``trust.CONSTANT_RTOL`` of its mean) is recorded as ``constant_outputs`` and left out
+  of the R² judgement with a warning (its R² is 0/0; a constant once scored 0.98), and
+  a design on which every output is constant is refused; a True/False output is
+  trained as 1.0/0.0 with a warning and recorded as ``boolean_outputs`` (converted,
+  not refused: a yes/no outcome is a legitimate thing to calibrate a rate against).
 """
 
 from __future__ import annotations
@@ -286,7 +294,8 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
         "test_r2": {o: float(v) for o, v in zip(output_names, r2, strict=True)},
         "test_mae": {o: float(v) for o, v in zip(output_names, mae, strict=True)},
         "test_residual_cov": resid_cov.tolist(),
-        "min_test_r2": verdict.min_test_r2,
+        # NaN-propagating minimum over the outputs judged on R² (constants left out)
+        "min_test_r2": float(np.min([v for o, v in r2_by.items() if o not in verdict.constant])),
         "n_train": int(len(tr)), "n_val": int(len(va)), "n_test": int(len(te)),
         "min_r2": min_r2,
         "r2_ok": not low,
