@@ -12,6 +12,11 @@
 
 import sys
 
+# Validate with this checkout's library, the one the rules run (shell.prefix below):
+# without this, an installed simcalib of another checkout or version would check
+# the config and the rules would then run different code.
+sys.path.insert(0, f"{workflow.basedir}/src")
+
 from simcalib.config import check_config_files, validate_config
 from simcalib.errors import SimcalibError
 
