@@ -10,7 +10,15 @@
 # overrides apply either way.  The config is validated (schema, defaults, semantic
 # checks) before any job runs.
 
+import sys
+
+# Validate with this checkout's library, the one the rules run (shell.prefix below):
+# without this, an installed simcalib of another checkout or version would check
+# the config and the rules would then run different code.
+sys.path.insert(0, f"{workflow.basedir}/src")
+
 from simcalib.config import check_config_files, validate_config
+from simcalib.errors import SimcalibError
 
 if not workflow.overwrite_configfiles:
 
@@ -24,9 +32,16 @@ shell.prefix(f'export PYTHONPATH="{workflow.basedir}/src${{{{PYTHONPATH:+:$PYTHO
 
 
 # Snakemake read the config files with a loader that keeps the last of two equal keys;
-# re-read them strictly so a duplicate key fails here, naming its key path.
-check_config_files([*workflow.configfiles, *workflow.overwrite_configfiles])
-validate_config(config)
+# re-read them strictly so a duplicate key fails here, naming its key path.  A config
+# error is printed alone (the key path and the fix), without Snakemake's traceback
+# frames of this file, and the run stops before any job.
+try:
+    check_config_files([*workflow.configfiles, *workflow.overwrite_configfiles])
+    validate_config(config)
+except SimcalibError as exc:
+    print(f"simcalib: {exc}\n(`simcalib check CONFIG` reads and checks a config file "
+          "alone; docs/running.md, 'Troubleshooting')", file=sys.stderr)
+    raise SystemExit(1) from None
 
 
 report: "workflow/report/workflow.rst"

@@ -23,6 +23,7 @@ TINY = REPO / "tests" / "configs" / "tiny.yaml"
 # Every file or directory each verb writes, by flag (the naming scheme: --output for the
 # main output, --output-<what> for the others, --output-dir for a directory).
 OUTPUTS: dict[str, set[str]] = {
+    "check": set(),
     "sim-design": {"--output"},
     "sim-run": {"--output", "--output-meta"},
     "sim-merge": {"--output", "--output-summary"},

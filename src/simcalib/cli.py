@@ -23,6 +23,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 # One module per workflow stage; each defines register(subparsers).
 VERB_MODULES: list[str] = [
+    "simcalib.commands.check",
     "simcalib.commands.simulate",
     "simcalib.commands.metamodel",
     "simcalib.commands.calibrate",
@@ -36,6 +37,7 @@ VERB_MODULES: list[str] = [
 
 # The stages, in workflow order: (verb prefix, heading in ``simcalib --help``).
 STAGES: list[tuple[str, str]] = [
+    ("check", "Config: read and validate config files before a run"),
     ("sim", "Simulation: designs, simulator runs, datasets, targets"),
     ("mm", "Metamodel (paper 1): train, Optimally-Predict"),
     ("cal", "Calibration strategies (paper 1): anchors, runs, summaries, figures"),

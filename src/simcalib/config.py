@@ -24,7 +24,10 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
-from simcalib.errors import ConfigError
+# re-exported: the strict file reader's home is simcalib.configfile
+from simcalib.configfile import check_config_files as check_config_files
+from simcalib.configfile import load_yaml as load_yaml
+from simcalib.errors import ConfigError, short
 
 #: The schema files ship inside the package (found through importlib.resources, so
 #: an installed wheel validates configs without the source tree).
@@ -82,48 +85,6 @@ def semantic_check(fn: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, 
     return fn
 
 
-def _check_duplicate_keys(node: yaml.Node, path: str, source: str) -> None:
-    """Walk a composed YAML node tree; a key given twice in one mapping is an error.
-
-    Why: PyYAML (and Snakemake's loader) keeps the last of two equal keys without a
-    word, so a pasted block silently overrides settings written above it."""
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for knode, vnode in node.value:
-            key = str(knode.value) if isinstance(knode, yaml.ScalarNode) else str(knode.value)
-            if key == "<<":  # a merge key: its own mapping is checked where it is defined
-                continue
-            line = knode.start_mark.line + 1
-            sub = f"{path}.{key}" if path else key
-            if key in seen:
-                raise ConfigError(sub, f"duplicate key {key!r} in {source} (lines {seen[key]} "
-                                  f"and {line}); YAML would silently keep the last one")
-            seen[key] = line
-            _check_duplicate_keys(vnode, sub, source)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _check_duplicate_keys(item, f"{path}.{i}" if path else str(i), source)
-
-
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config strictly: duplicate keys are a ConfigError naming the key path."""
-    try:
-        text = Path(path).read_text()
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None:
-            _check_duplicate_keys(node, "", str(path))
-        data = yaml.safe_load(text)
-    except FileNotFoundError:
-        raise ConfigError("", f"config file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError("", f"{path} is not valid YAML: {exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError("", f"{path} must hold a mapping at the top level")
-    return data
-
-
 def _registry(schema_dir: Any) -> Registry:
     def retrieve(uri: str) -> Resource:
         return DRAFT7.create_resource(_load_schema(schema_dir, uri.rsplit("/", 1)[-1]))
@@ -149,27 +110,41 @@ def _with_defaults(base: type) -> type:
     return jsonschema.validators.extend(base, {"properties": set_defaults})
 
 
+def _unknown_key_error(err: jsonschema.ValidationError, path: str) -> ConfigError:
+    allowed = list(err.schema.get("properties", {}))
+    extra = [k for k in err.instance if k not in allowed]
+    hints = []
+    for key in extra:
+        close = difflib.get_close_matches(str(key), allowed, n=1)
+        hints.append(f"'{short(str(key), 100)}'" + (f" (did you mean '{close[0]}'?)"
+                                                    if close else ""))
+    key_path = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else path)
+    return ConfigError(key_path, f"unknown key {', '.join(hints)}; allowed keys: {allowed}")
+
+
+def _short_instance(msg: str, instance: Any) -> str:
+    """jsonschema quotes the whole offending value in its message: cut it to a few
+    hundred characters (a YAML alias bomb once made one message 58 MB long)."""
+    if len(msg) <= 2 * 300:
+        return msg
+    text = repr(instance)
+    return msg.replace(text, short(text)) if text in msg else short(msg)
+
+
 def _format_error(err: jsonschema.ValidationError) -> ConfigError:
     path = ".".join(str(p) for p in err.absolute_path)
-    msg = err.message
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = list(err.schema.get("properties", {}))
-        extra = [k for k in err.instance if k not in allowed]
-        hints = []
-        for key in extra:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
-            hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-        key_path = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else path)
-        return ConfigError(key_path, f"unknown key {', '.join(hints)}; allowed keys: {allowed}")
+        return _unknown_key_error(err, path)
     if err.validator == "required" and isinstance(err.instance, dict):
         missing = [k for k in err.validator_value if k not in err.instance]
         if missing:
             return ConfigError(f"{path}.{missing[0]}" if path else str(missing[0]),
                                "required key is missing")
+    msg = _short_instance(err.message, err.instance)
     if err.validator == "propertyNames":
-        msg = f"the name {err.instance!r} is not a plain name: {msg}"
-    if err.validator == "enum":
-        msg = f"{err.instance!r} is not one of the allowed values {err.validator_value}"
+        msg = f"the name {short(repr(err.instance))} is not a plain name: {msg}"
+    if err.validator == "enum":  # ConfigError adds the "did you mean"
+        msg = f"{short(repr(err.instance))} is not one of the allowed values {err.validator_value}"
     return ConfigError(path, msg)
 
 
@@ -278,15 +253,7 @@ def _import_checks() -> None:
 # Modules that register @semantic_check functions.
 CHECK_MODULES: list[str] = ["simcalib.study.checks",
                              "simcalib.metamodel.checks", "simcalib.multisource.checks",
-                             "simcalib.bayes.checks"]
-
-
-def check_config_files(paths: Iterator[str | Path] | list[str | Path]) -> None:
-    """Re-read config files that another loader (Snakemake's ``--configfile``) already
-    read, with the strict loader, so duplicate keys fail there too."""
-    for p in dict.fromkeys(str(x) for x in paths):
-        if Path(p).is_file():
-            load_yaml(p)
+                             "simcalib.bayes.checks", "simcalib.metamodel.plan"]
 
 
 def load_config(path: str | Path, schema_dir: str | Path | None = None) -> dict[str, Any]:

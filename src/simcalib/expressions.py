@@ -9,6 +9,7 @@ config can never execute code.
 from __future__ import annotations
 
 import ast
+import keyword
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,13 @@ _BINOPS = {
     ast.Div: operator.truediv,
     ast.Pow: operator.pow,
 }
+
+
+#: Names an expression cannot use as variables: Python's keywords (``lambda``, ``if``,
+#: ``True`` ...), which the parser reads as syntax (``lambda + y <= 1`` is a syntax
+#: error, not a sum).  The language has no functions, so no function name is taken;
+#: a function added to it must be added here, so the name rule refuses it as an input.
+RESERVED_NAMES: frozenset[str] = frozenset(keyword.kwlist)
 
 
 class ExpressionError(ValueError):
@@ -110,18 +118,24 @@ def _linear_terms(node: ast.AST, expr: str) -> tuple[dict[str, float], float]:
             out[n] = out.get(n, 0.0) + s * v
         return out, k1 + s * k2
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):
-        c1, k1 = _linear_terms(node.left, expr)
-        c2, k2 = _linear_terms(node.right, expr)
-        if isinstance(node.op, ast.Div):
-            if c2:
-                raise ExpressionError(f"{expr!r} is not linear (division by a variable)")
-            return {n: v / k2 for n, v in c1.items()}, k1 / k2
-        if c1 and c2:
-            raise ExpressionError(f"{expr!r} is not linear (product of variables)")
-        if c1:
-            return {n: v * k2 for n, v in c1.items()}, k1 * k2
-        return {n: v * k1 for n, v in c2.items()}, k1 * k2
+        return _product_terms(node, expr)
     raise ExpressionError(f"{expr!r} is not a linear expression of numbers and names")
+
+
+def _product_terms(node: ast.BinOp, expr: str) -> tuple[dict[str, float], float]:
+    """(coefficients, constant) of ``left * right`` or ``left / right``: linear only
+    when at most one side has variables (and never the divisor)."""
+    c1, k1 = _linear_terms(node.left, expr)
+    c2, k2 = _linear_terms(node.right, expr)
+    if isinstance(node.op, ast.Div):
+        if c2:
+            raise ExpressionError(f"{expr!r} is not linear (division by a variable)")
+        return {n: v / k2 for n, v in c1.items()}, k1 / k2
+    if c1 and c2:
+        raise ExpressionError(f"{expr!r} is not linear (product of variables)")
+    if c1:
+        return {n: v * k2 for n, v in c1.items()}, k1 * k2
+    return {n: v * k1 for n, v in c2.items()}, k1 * k2
 
 
 def parse_linear_constraint(text: str) -> LinearConstraint:

@@ -126,7 +126,7 @@ def write_text(text: str, path: str | os.PathLike[str]) -> None:
 
 
 def check_csv_shape(path: str | os.PathLike[str], source: str | None = None,
-                    cut_tail_ok: bool = False) -> None:
+                    cut_tail_ok: bool = False, comments: bool = False) -> None:
     """Every row of the CSV at ``path`` has as many fields as its header, and the header
     names are non-empty and distinct; else a :class:`DataError` naming the file and line.
 
@@ -134,7 +134,8 @@ def check_csv_shape(path: str | os.PathLike[str], source: str | None = None,
     first field as an index (every value shifted one column, silently), pads short rows
     with NaN, and renames a repeated header ``x`` to ``x.1``.  A user's observations
     or data file with one stray comma would then be calibrated to the wrong numbers.
-    Blank lines are skipped, as pandas skips them.  ``cut_tail_ok`` leaves a short last
+    Blank lines are skipped, as pandas skips them; so are comment lines (first
+    non-blank character ``#``) when ``comments``.  ``cut_tail_ok`` leaves a short last
     row with no newline after it (a file cut off mid-write) to the caller, whose own
     check can say more (a chunk names the run that was cut)."""
     src = source or str(path)
@@ -143,19 +144,11 @@ def check_csv_shape(path: str | os.PathLike[str], source: str | None = None,
             reader = csv.reader(fh)
             header: list[str] | None = None
             for row in reader:
-                if not row or not any(c.strip() for c in row):
+                if not row or not any(c.strip() for c in row) or (
+                        comments and row[0].lstrip().startswith("#")):
                     continue
                 if header is None:
-                    header = [c.strip() for c in row]
-                    empty = [i + 1 for i, c in enumerate(header) if not c]
-                    if empty:
-                        raise DataError(src, f"line {reader.line_num}: header column(s) "
-                                        f"{empty} have no name (an index written by "
-                                        "to_csv(index=True)? drop that column)")
-                    dup = sorted({c for c in header if header.count(c) > 1})
-                    if dup:
-                        raise DataError(src, f"line {reader.line_num}: header column(s) {dup} "
-                                        "appear more than once")
+                    header = _checked_header(row, reader.line_num, src)
                     continue
                 if len(row) != len(header):
                     if cut_tail_ok and len(row) < len(header) and _at_unterminated_end(fh, path):
@@ -167,6 +160,19 @@ def check_csv_shape(path: str | os.PathLike[str], source: str | None = None,
         raise DataError(src, "file not found") from None
     except (csv.Error, UnicodeDecodeError) as exc:
         raise DataError(src, f"not a readable CSV table ({exc})") from None
+
+
+def _checked_header(row: list[str], line: int, src: str) -> list[str]:
+    """A header row's names, stripped: none empty, none repeated."""
+    header = [c.strip() for c in row]
+    empty = [i + 1 for i, c in enumerate(header) if not c]
+    if empty:
+        raise DataError(src, f"line {line}: header column(s) {empty} have no name (an "
+                        "index written by to_csv(index=True)? drop that column)")
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        raise DataError(src, f"line {line}: header column(s) {dup} appear more than once")
+    return header
 
 
 def _at_unterminated_end(fh: Any, path: str | os.PathLike[str]) -> bool:

@@ -9,6 +9,14 @@ Why these choices:
   split the training never saw.
 * **Seeds from** ``(seed, 'metamodel', study)``: split, weight init and minibatch
   order are reproducible, so a rerun gives the same network bit for bit.
+* **Outputs that could fool the trust flag are named before fitting.**  A column
+  whose magnitude would overflow float64 in the scaler or R² (> 1e150) is an error
+  naming it and its size; an output constant over the design (sd 0, or below
+  ``trust.CONSTANT_RTOL`` of its mean) is recorded as ``constant_outputs`` and left out
+  of the R² judgement with a warning (its R² is 0/0; a constant once scored 0.98), and
+  a design on which every output is constant is refused; a True/False output is
+  trained as 1.0/0.0 with a warning and recorded as ``boolean_outputs`` (converted,
+  not refused: a yes/no outcome is a legitimate thing to calibrate a rate against).
 """
 
 from __future__ import annotations
@@ -77,6 +85,66 @@ def _clean(df: pd.DataFrame, input_names: Sequence[str], output_names: Sequence[
     Y = df[list(output_names)].to_numpy(dtype=float)
     good = np.isfinite(X).all(axis=1) & np.isfinite(Y).all(axis=1)
     return X[good], Y[good]
+
+
+#: the largest magnitude a column may reach: its squares, summed over the rows in the
+#: scaler's variance and in R², must stay below float64's 1.8e308
+SCALE_LIMIT = 1e150
+
+
+def check_scale(A: np.ndarray, names: Sequence[str], what: str, source: str) -> None:
+    """A column whose magnitude would overflow float64 in the scaler (sd inf, test R²
+    NaN, flagged only as "no test R² recorded") is an error naming it and its size."""
+    if A.size == 0:
+        return
+    mag = np.abs(A).max(axis=0)
+    for name, m in zip(names, mag, strict=True):
+        if m > SCALE_LIMIT:
+            raise DataError(source, f"{what} {name!r} reaches {m:.3g} in magnitude: its "
+                            f"variance overflows float64 (limit ~{SCALE_LIMIT:.0e}) in the "
+                            "metamodel's scaler and R²; rescale it (e.g. a derived output "
+                            f"'{name} / 1e{int(np.log10(m))}' in simulator.derived_outputs, "
+                            "or a unit in the simulator)")
+
+
+def boolean_outputs(df: pd.DataFrame, output_names: Sequence[str]) -> list[str]:
+    """Outputs the dataset holds as True/False: trained as 1.0/0.0, with a warning
+    (a metamodel of a yes/no output predicts a number between, not a class)."""
+    ok = io.ok_rows(df)
+    out = []
+    for o in output_names:
+        col = ok[o].dropna() if o in ok else pd.Series(dtype=float)
+        if pd.api.types.is_bool_dtype(col) or (
+                len(col) and col.dtype == object
+                and col.map(lambda v: isinstance(v, bool | np.bool_)
+                            or str(v).strip() in ("True", "False")).all()):
+            out.append(o)
+    return out
+
+
+def _output_facts(df: pd.DataFrame, X: np.ndarray, Y: np.ndarray,
+                  input_names: Sequence[str], output_names: Sequence[str],
+                  study: str) -> dict[str, Any]:
+    """What training records and says about the outputs before it fits: scale checked,
+    booleans and constants named (``boolean_outputs``, ``constant_outputs``)."""
+    check_scale(X, input_names, "input", "dataset")
+    check_scale(Y, output_names, "output", "dataset")
+    facts: dict[str, Any] = {}
+    flags = boolean_outputs(df, output_names)
+    if flags:
+        log.warning("%s: output(s) %s are True/False in the dataset: trained as 1.0/0.0 (the "
+                    "metamodel predicts a number in between, and Delta counts |S - z| on "
+                    "that scale); return a number if the output is not a yes/no",
+                    study or "metamodel", flags)
+        facts["boolean_outputs"] = flags
+    const = trust.constant_outputs(Y, output_names)
+    if const and len(const) == len(output_names):
+        raise DataError("dataset", f"every output is constant over the design ({const}): no "
+                        "input changes any output, so there is nothing to calibrate on; check "
+                        "the simulator's outputs (or widen the parameter bounds)")
+    if const:
+        facts["constant_outputs"] = const
+    return facts
 
 
 def _loss_fn(name: str) -> nn.Module:
@@ -177,6 +245,7 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     if n < 10:
         raise DataError("dataset", f"only {n} usable rows (status ok, finite); need >= 10 "
                         f"({failure_digest(df)})")
+    facts = _output_facts(df, X, Y, input_names, output_names, study)
     te, va, tr = split(n, c, seed, study)
     x_mean, x_std = X[tr].mean(axis=0), X[tr].std(axis=0)
     y_mean, y_std = Y[tr].mean(axis=0), Y[tr].std(axis=0)
@@ -217,24 +286,23 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     min_r2 = float(c["min_r2"])
     r2_by = dict(zip(output_names, r2.tolist(), strict=True))
     noise_rec = noise_record(noise, Y[te], output_names, r2_by) if noise else None
-    verdict = trust.judge({"test_r2": r2_by, "min_r2": min_r2,
+    verdict = trust.judge({"test_r2": r2_by, "min_r2": min_r2, **facts,
                            **({"noise": noise_rec} if noise_rec else {})})
     low = verdict.weak_outputs
-    if not verdict.ok:
-        log.warning(verdict.warning(study or "metamodel"))
-    elif verdict.note(study or "metamodel"):
-        log.info(verdict.note(study or "metamodel"))
+    _log_verdict(verdict, study or "metamodel")
     metrics: dict[str, Any] = {
         "test_r2": {o: float(v) for o, v in zip(output_names, r2, strict=True)},
         "test_mae": {o: float(v) for o, v in zip(output_names, mae, strict=True)},
         "test_residual_cov": resid_cov.tolist(),
-        "min_test_r2": float(r2.min()),
+        # NaN-propagating minimum over the outputs judged on R² (constants left out)
+        "min_test_r2": float(np.min([v for o, v in r2_by.items() if o not in verdict.constant])),
         "n_train": int(len(tr)), "n_val": int(len(va)), "n_test": int(len(te)),
         "min_r2": min_r2,
         "r2_ok": not low,
         "low_r2_outputs": low,
         "train_seconds": round(seconds, 3),
         **fit,
+        **facts,
     }
     if noise_rec is not None:
         metrics["noise"] = noise_rec
@@ -256,6 +324,19 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     log.info("%s: trained %s in %.1f s (%d epochs); min test R2 %.4f", study or "metamodel",
              c["hidden"], seconds, fit["epochs_run"], r2.min())
     return mm, metrics
+
+
+def _log_verdict(verdict: trust.MetamodelTrust, subject: str) -> None:
+    """The trust verdict in the training log: a warning when not trusted, the notes on
+    noise and constant outputs otherwise."""
+    if not verdict.ok:
+        log.warning(verdict.warning(subject))
+        if verdict.constant:
+            log.warning(verdict.constant_note(subject))
+        return
+    for line in dict.fromkeys([verdict.note(subject), verdict.constant_note(subject)]):
+        if line:
+            log.info(line) if "constant" not in line else log.warning(line)
 
 
 def noise_record(noise: Mapping[str, Any], Y_test: np.ndarray, output_names: Sequence[str],

@@ -19,6 +19,12 @@ Training (:mod:`simcalib.metamodel.training`), OP over targets
 (:mod:`simcalib.metamodel.milp.targets`), the strategies' summary and the report all
 call this module, so the rule, its wording and its default exist once.
 
+**Constant outputs.**  An output with the same value on every run of the design (or a
+spread below ``CONSTANT_RTOL`` of its mean: float noise) has no variance to explain,
+so its R² is 0/0 and any number a formula returns for it (0.98 once) means nothing.
+Training records such outputs as ``constant_outputs`` (name -> value) and the verdict
+leaves them out of the R² judgement, saying so (:attr:`MetamodelTrust.constant`).
+
 Everything here reads plain dicts (``metamodel.json``) and tables (``op.csv``): no
 torch, so the report can import it.
 """
@@ -26,13 +32,17 @@ torch, so the report can import it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from simcalib.config import schema_defaults
+
+#: an output whose sd over the design is below this share of its mean's magnitude is
+#: constant (float noise on a constant: 3 + 1e-12 x has sd/mean ~ 1e-13)
+CONSTANT_RTOL = 1e-9
 
 
 def default_min_r2() -> float:
@@ -57,6 +67,8 @@ class MetamodelTrust:
     share: dict[str, float] = field(default_factory=dict)
     #: per output, test R²
     test_r2: dict[str, float] = field(default_factory=dict)
+    #: outputs constant over the design (name -> value): not judged on R²
+    constant: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -100,11 +112,20 @@ class MetamodelTrust:
                 f"{self.min_r2:g} for {self.weak_outputs}: its predictions, and every OP, "
                 "StP, PtS and adaptive result built on them, are not trustworthy")
 
+    def constant_note(self, subject: str = "metamodel") -> str | None:
+        """One line naming the outputs left out of the R² judgement (None: none)."""
+        if not self.constant:
+            return None
+        vals = ", ".join(f"{o} = {v:.6g}" for o, v in self.constant.items())
+        return (f"{subject}: output(s) constant over the design ({vals}) are not judged "
+                "on R² (a constant has no variance to explain); they cannot tell inputs "
+                "apart, so calibrating on them adds nothing")
+
     def note(self, subject: str = "metamodel") -> str | None:
         """One informative line when the noise is known and the metamodel passes: its
         R² is low because of the noise, not because of the model."""
         if not (self.ok and self.noise_aware):
-            return None
+            return self.constant_note(subject) if self.ok else None
         low = min(self.ceiling, key=lambda o: self.ceiling[o])
         return (f"{subject}: as good as the simulator's noise allows (explainable share "
                 f">= {self.min_share:.3f} for every output; lowest noise ceiling "
@@ -143,17 +164,34 @@ def explainable_share(test_r2: Mapping[str, float], ceiling: Mapping[str, float]
                 else float("nan")) for o, v in test_r2.items()}
 
 
+def constant_outputs(Y: Any, names: Sequence[str], rtol: float | None = None
+                     ) -> dict[str, float]:
+    """Outputs (columns of ``Y``) whose spread over the rows is 0 or below ``rtol``
+    (default :data:`CONSTANT_RTOL`) of their mean's magnitude: name -> mean."""
+    import numpy as np
+
+    Y = np.asarray(Y, dtype=float)
+    tol = CONSTANT_RTOL if rtol is None else rtol
+    mean, sd = Y.mean(axis=0), Y.std(axis=0)
+    return {o: float(m) for o, m, s in zip(names, mean, sd, strict=True)
+            if s == 0.0 or s <= tol * abs(m)}
+
+
 def judge(info: Mapping[str, Any]) -> MetamodelTrust:
     """The verdict on a metamodel from its ``metamodel.json`` (or ``Metamodel.info``):
-    on the explainable share when its noise ceiling is recorded, else on test R²."""
-    r2 = dict(info.get("test_r2") or {})
+    on the explainable share when its noise ceiling is recorded, else on test R²;
+    outputs recorded as constant over the design are left out."""
+    const = {o: float(v) for o, v in (info.get("constant_outputs") or {}).items()}
+    r2_all = dict(info.get("test_r2") or {})
+    r2 = {o: v for o, v in r2_all.items() if o not in const}
     thr = threshold(info)
     worst = float(min(r2.values())) if r2 else float("nan")
     ceiling = dict(((info.get("noise") or {}).get("ceiling")) or {})
     if r2 and ceiling and all(o in ceiling for o in r2):
         share = explainable_share(r2, ceiling)
-        return MetamodelTrust(worst, thr, weak_outputs(share, thr), ceiling, share, r2)
-    return MetamodelTrust(worst, thr, weak_outputs(r2, thr), test_r2=r2)
+        return MetamodelTrust(worst, thr, weak_outputs(share, thr), ceiling, share, r2_all,
+                              const)
+    return MetamodelTrust(worst, thr, weak_outputs(r2, thr), test_r2=r2_all, constant=const)
 
 
 def op_flag(status: str, gap: float, trust: MetamodelTrust) -> str:

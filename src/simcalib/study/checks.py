@@ -141,4 +141,5 @@ def check_observed_targets(config: Mapping[str, Any]) -> None:
                                   "the file's columns; remove 'contexts'")
             study = Study(name, cfg)
             read_observations(tcfg["file"], list(study.outputs), study.space.context_names,
-                              study.space.tunable_names, f"{k}.file")
+                              study.space.tunable_names, f"{k}.file",
+                              f"{key}.outputs" if cfg.get("outputs") else None)

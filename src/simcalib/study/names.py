@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from simcalib.errors import ConfigError
+from simcalib.expressions import RESERVED_NAMES
 
 #: Parameter, context and output names: identifier-like (letters, digits, ``_``,
 #: starting with a letter), so a name is a valid CSV header, expression symbol and
@@ -52,6 +53,10 @@ def check_name(name: Any, key: str) -> None:
         raise ConfigError(key, f"the name {name!r} is not a plain name: use letters, digits "
                           "and '_', starting with a letter (it becomes a CSV column, an "
                           "expression symbol and a template field)")
+    if name in RESERVED_NAMES:
+        raise ConfigError(key, f"the name {name!r} is a Python keyword: bound and constraint "
+                          "expressions could not use it (they are parsed as Python "
+                          f"arithmetic); rename it, e.g. {name + '_'!r}")
     if name in RESERVED_COLUMNS:
         raise ConfigError(key, f"the name {name!r} is reserved: simcalib writes a column of "
                           f"that name itself; reserved names: {sorted(RESERVED_COLUMNS)}")

@@ -20,6 +20,10 @@ minimises the same sum over the metamodel.  Any other column (a tunable input ab
 all: observed data has no true inputs) is an error, so a typo never silently drops an
 output or a weight.
 
+Lines whose first non-blank character is ``#`` are comments and skipped (a note on
+where the data came from); a ``#`` after a value is not a comment (the value is then
+not a number, and the error quotes it).
+
 A relative path is taken relative to the directory Snakemake (or the CLI) runs in;
 if it is not there, relative to the simcalib checkout (so the shipped example study
 also runs with ``snakemake -d elsewhere``).
@@ -27,6 +31,7 @@ also runs with ``snakemake -d elsewhere``).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib.errors import DataError
+from simcalib.errors import ConfigError, DataError, did_you_mean
 from simcalib.io import PACKAGE_ROOT, check_csv_shape
 
 SD_PREFIX = "sd_"
@@ -67,52 +72,115 @@ def resolve(path: str | Path) -> Path:
 
 
 def read_observations(path: str | Path, outputs: list[str], contexts: list[str],
-                      tunables: list[str], key: str = "") -> pd.DataFrame:
+                      tunables: list[str], key: str = "",
+                      outputs_key: str | None = None) -> pd.DataFrame:
     """Read and check an observations file; returns the targets table every later step
     reads: ``target_id``, contexts, outputs, ``sd_*``/``weight_*`` as given, ``status``
-    (``ok``) and ``message``.  Raises :class:`DataError` naming the file and column."""
+    (``ok``) and ``message``.  Raises :class:`DataError` naming the file and column, or
+    a :class:`ConfigError` naming ``outputs_key`` (the study's ``outputs``, when the
+    config lists them) for an output the file lacks.
+
+    Whole-line comments (a line whose first non-blank character is ``#``) are skipped,
+    and values in messages are quoted as the file writes them.  By stage: read the text,
+    check the columns, convert to numbers, check the values, number the targets."""
     p = resolve(path)
     src = f"{path}" + (f" ({key})" if key else "")
     if not p.is_file():
         raise DataError(src, f"observations file not found (looked in {Path.cwd()} and "
                         f"{PACKAGE_ROOT})")
-    check_csv_shape(p, src)
+    check_csv_shape(p, src, comments=True)
+    df, lines = _read_text_table(p, src)
+    _check_columns(list(df.columns), outputs, contexts, tunables, src, outputs_key)
+    if df.empty:
+        raise DataError(src, "no rows (need at least one target)")
+    df = _to_numbers(df, lines, src)
+    _check_values(df, outputs, lines, src)
+    extra = [c for c in df.columns if c.startswith((SD_PREFIX, WEIGHT_PREFIX))]
+    out = df[["target_id", *contexts, *outputs, *extra]].copy()
+    out["status"] = "ok"
+    out["message"] = ""
+    return out
+
+
+def _read_text_table(p: Path, src: str) -> tuple[pd.DataFrame, list[int]]:
+    """Every field as the text the file holds (comment lines blanked, so pandas skips
+    them as it skips blank lines), and the file line of each data row."""
     try:
-        df = pd.read_csv(p, keep_default_na=False, na_values=["", "nan", "NaN", "NA"],
-                         index_col=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(src, f"cannot read as CSV: {exc}") from None
+    kept = ["" if line.lstrip().startswith("#") else line for line in text.splitlines()]
+    data_lines = [i + 1 for i, line in enumerate(kept) if line.strip()][1:]
+    try:
+        df = pd.read_csv(io.StringIO("\n".join(kept) + "\n"), dtype=str,
+                         keep_default_na=False, na_filter=False, index_col=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise DataError(src, f"cannot read as CSV: {exc}") from None
     df.columns = [str(c).strip() for c in df.columns]
-    dup = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
+    return df, data_lines
+
+
+def _check_columns(columns: list[str], outputs: list[str], contexts: list[str],
+                   tunables: list[str], src: str, outputs_key: str | None) -> None:
+    """Repeated, tunable, unknown and missing columns.  An output the file lacks whose
+    name is close to one of its columns is most likely a typo in the config's
+    ``outputs``: reported against that key, with the column it probably meant."""
+    dup = sorted({c for c in columns if columns.count(c) > 1})
     if dup:
         raise DataError(src, f"column(s) {dup} appear more than once")
-    tun = [c for c in df.columns if c in tunables]
+    tun = [c for c in columns if c in tunables]
     if tun:
         raise DataError(src, f"column(s) {tun} are tunable inputs of the study: an "
                         "observations file holds outputs (and contexts), never the inputs "
                         "being calibrated")
+    _check_column_set(columns, outputs, contexts, src, outputs_key)
+
+
+def _check_column_set(columns: list[str], outputs: list[str], contexts: list[str], src: str,
+                      outputs_key: str | None) -> None:
+    """Every output and context present, no other column than sd_/weight_/target_id."""
     allowed = {"target_id", *outputs, *contexts, *(SD_PREFIX + o for o in outputs),
                *(WEIGHT_PREFIX + o for o in outputs)}
-    unknown = [c for c in df.columns if c not in allowed]
+    unknown = [c for c in columns if c not in allowed]
+    absent = [o for o in outputs if o not in columns]
+    if absent and outputs_key:
+        i = outputs.index(absent[0])
+        raise ConfigError(f"{outputs_key}[{i}]", f"output {absent[0]!r} is not a column of "
+                          f"the observations file {src}" + did_you_mean(absent[0], unknown)
+                          + f"; its columns: {columns}")
     if unknown:
+        hints = "".join(f"; {u!r}" + did_you_mean(u, [*outputs, *contexts]) for u in unknown
+                        if did_you_mean(u, [*outputs, *contexts]))
         raise DataError(src, f"unknown column(s) {unknown}; allowed: target_id, the outputs "
-                        f"{outputs}, the contexts {contexts}, sd_<output>, weight_<output>")
-    missing = [c for c in [*outputs, *contexts] if c not in df.columns]
+                        f"{outputs}, the contexts {contexts}, sd_<output>, weight_<output>"
+                        + hints)
+    missing = [c for c in [*outputs, *contexts] if c not in columns]
     if missing:
         what = "output" if set(missing) & set(outputs) else "context"
         raise DataError(src, f"missing {what} column(s) {missing} (the study's outputs are "
                         f"{outputs}, its contexts {contexts})")
-    if df.empty:
-        raise DataError(src, "no rows (need at least one target)")
-    numeric = [c for c in df.columns]
-    for c in numeric:
-        vals = pd.to_numeric(df[c], errors="coerce")
-        bad = vals.isna() | ~np.isfinite(vals.to_numpy(dtype=float))
+
+
+def _to_numbers(df: pd.DataFrame, lines: list[int], src: str) -> pd.DataFrame:
+    """Every column as finite floats; the first bad field is quoted as the file has it."""
+    out = pd.DataFrame(index=df.index)
+    for c in df.columns:
+        raw = df[c].astype(str).str.strip()
+        vals = pd.to_numeric(raw, errors="coerce").astype(float)
+        bad = ~np.isfinite(vals.to_numpy())
         if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise DataError(src, f"column {c!r}, row {i + 1}: {df[c].iloc[i]!r} is not a "
-                            f"finite number ({int(bad.sum())} such value(s) in the column)")
-        df[c] = vals.astype(float)
+            i = int(np.flatnonzero(bad)[0])
+            shown = repr(raw.iloc[i]) if raw.iloc[i] else "an empty field"
+            raise DataError(src, f"column {c!r}, row {i + 1} (line {lines[i]}): {shown} is "
+                            f"not a finite number ({int(bad.sum())} such value(s) in the "
+                            "column)")
+        out[c] = vals
+    return out
+
+
+def _check_values(df: pd.DataFrame, outputs: list[str], lines: list[int], src: str) -> None:
+    """sd > 0, weights >= 0 and not all 0 in a row, ``target_id`` unique integers
+    (numbered 0, 1, ... when absent); ``df`` is completed in place."""
     for c in df.columns:
         if c.startswith(SD_PREFIX) and (df[c] <= 0).any():
             raise DataError(src, f"column {c!r}: standard deviations must be > 0")
@@ -128,12 +196,7 @@ def read_observations(path: str | Path, outputs: list[str], contexts: list[str],
     w = output_weights(df, outputs, np.ones(len(outputs)))
     if (w.sum(axis=1) <= 0).any():
         i = int(np.flatnonzero(w.sum(axis=1) <= 0)[0])
-        raise DataError(src, f"row {i + 1}: every output has weight 0")
-    extra = [c for c in df.columns if c.startswith((SD_PREFIX, WEIGHT_PREFIX))]
-    out = df[["target_id", *contexts, *outputs, *extra]].copy()
-    out["status"] = "ok"
-    out["message"] = ""
-    return out
+        raise DataError(src, f"row {i + 1} (line {lines[i]}): every output has weight 0")
 
 
 def output_weights(df: pd.DataFrame, outputs: list[str], scale: np.ndarray) -> np.ndarray:

@@ -330,79 +330,118 @@ def unit_sample(n: int, d: int, rng: np.random.Generator, method: str) -> np.nda
 # ---- construction from config --------------------------------------------------
 
 def build_space(study: Mapping[str, Any], key: str = "study") -> Space:
-    """Build a Space from a study's config, naming the offending key on error."""
-    contexts: list[Context] = []
-    for name, spec in (study.get("contexts") or {}).items():
-        path = f"{key}.contexts.{name}"
-        if "values" in spec and ("lower" in spec or "upper" in spec):
-            raise ConfigError(path, "give either 'values' or a range ('lower' and 'upper'), "
-                              "not both")
-        if "values" in spec:
-            vals = tuple(float(v) for v in spec["values"])
-            if not vals:
-                raise ConfigError(f"{path}.values", "needs at least one value")
-            bad = [v for v in vals if not np.isfinite(v)]
-            if bad:
-                raise ConfigError(f"{path}.values", f"values must be finite numbers, got {bad}")
-            contexts.append(Context(name, values=vals))
-        elif "lower" in spec and "upper" in spec:
-            for side in ("lower", "upper"):
-                if not np.isfinite(float(spec[side])):
-                    raise ConfigError(f"{path}.{side}", f"must be a finite number, got "
-                                      f"{spec[side]}")
-            if not float(spec["lower"]) < float(spec["upper"]):
-                raise ConfigError(f"{path}", f"lower ({spec['lower']}) must be < upper "
-                                  f"({spec['upper']})")
-            contexts.append(Context(name, lower=float(spec["lower"]), upper=float(spec["upper"])))
-        else:
-            raise ConfigError(path, "give either 'values' or both 'lower' and 'upper'")
+    """Build a Space from a study's config, naming the offending key on error.  By stage:
+    contexts, tunables, the bounds at every context corner, the constraints."""
+    contexts = [_build_context(name, spec, f"{key}.contexts.{name}")
+                for name, spec in (study.get("contexts") or {}).items()]
     ctx_names = {c.name for c in contexts}
-    params: list[Parameter] = []
-    for name, spec in (study.get("parameters") or {}).items():
-        path = f"{key}.parameters.{name}"
-        if name in ctx_names:
-            raise ConfigError(path, "a name cannot be both a parameter and a context")
-        for side in ("lower", "upper"):
-            val = spec[side]
-            if isinstance(val, str):
-                try:
-                    unknown = names_in(val) - ctx_names
-                except ExpressionError as exc:
-                    raise ConfigError(f"{path}.{side}", str(exc)) from None
-                if unknown:
-                    raise ConfigError(f"{path}.{side}", f"expression {val!r} uses {sorted(unknown)}"
-                                      f", which are not contexts ({sorted(ctx_names)})")
-        if spec.get("integer") and spec.get("log"):
-            # the integer branch of every design ignores log (each integer equally
-            # likely), so the setting would be silently dropped
-            raise ConfigError(f"{path}.log", "log: true is not supported on an integer input "
-                              "(its design would be the same as log: false); drop 'log', or "
-                              "calibrate a continuous log-scaled input and round it in the "
-                              "simulator")
-        params.append(Parameter(name, spec["lower"], spec["upper"],
-                                bool(spec.get("integer", False)), bool(spec.get("log", False))))
+    params = [_build_parameter(name, spec, f"{key}.parameters.{name}", ctx_names)
+              for name, spec in (study.get("parameters") or {}).items()]
     if not params:
         raise ConfigError(f"{key}.parameters", "a study needs at least one tunable parameter")
     space = Space(params, contexts)
-    # bounds order at every context corner
-    corners = [c.values if c.discrete else c.span for c in contexts] or [()]
+    _check_bounds(params, contexts, key)
+    space.constraints = _build_constraints(study.get("constraints") or [], space, key)
+    if space.constraints:
+        check_feasible(space, f"{key}.constraints")
+    return space
+
+
+def _build_context(name: str, spec: Mapping[str, Any], path: str) -> Context:
+    """One context: discrete ``values`` or a finite range ``lower < upper`` whose span
+    is finite too (a design draws ``lower + u (upper - lower)``)."""
+    if "values" in spec and ("lower" in spec or "upper" in spec):
+        raise ConfigError(path, "give either 'values' or a range ('lower' and 'upper'), "
+                          "not both")
+    if "values" in spec:
+        vals = tuple(float(v) for v in spec["values"])
+        if not vals:
+            raise ConfigError(f"{path}.values", "needs at least one value")
+        bad = [v for v in vals if not np.isfinite(v)]
+        if bad:
+            raise ConfigError(f"{path}.values", f"values must be finite numbers, got {bad}")
+        return Context(name, values=vals)
+    if not ("lower" in spec and "upper" in spec):
+        raise ConfigError(path, "give either 'values' or both 'lower' and 'upper'")
+    lo, hi = float(spec["lower"]), float(spec["upper"])
+    for side, val in (("lower", lo), ("upper", hi)):
+        if not np.isfinite(val):
+            raise ConfigError(f"{path}.{side}", f"must be a finite number, got {spec[side]}")
+    if not lo < hi:
+        raise ConfigError(path, f"lower ({spec['lower']}) must be < upper ({spec['upper']})")
+    _check_span(lo, hi, path)
+    return Context(name, lower=lo, upper=hi)
+
+
+def _check_span(lo: float, hi: float, path: str, where: str = "",
+                fix: str = "narrow the range, or rescale the input in the simulator") -> None:
+    """``hi - lo`` must be a finite float: finite bounds such as +-1e308 span 2e308,
+    which overflows, and every design point would be inf (the error then blamed the
+    simulator's outputs)."""
+    with np.errstate(over="ignore"):
+        span = np.float64(hi) - np.float64(lo)
+    if not np.isfinite(span):
+        raise ConfigError(path, f"the range [{lo:g}, {hi:g}]{where} spans {hi:g} - ({lo:g}), "
+                          f"which overflows a float (> 1.8e308): a design over it would be "
+                          f"inf; {fix}")
+
+
+def _build_parameter(name: str, spec: Mapping[str, Any], path: str,
+                     ctx_names: set[str]) -> Parameter:
+    """One tunable: bounds that are numbers or expressions of contexts only."""
+    if name in ctx_names:
+        raise ConfigError(path, "a name cannot be both a parameter and a context")
+    for side in ("lower", "upper"):
+        val = spec[side]
+        if not isinstance(val, str):
+            continue
+        try:
+            unknown = names_in(val) - ctx_names
+        except ExpressionError as exc:
+            raise ConfigError(f"{path}.{side}", str(exc)) from None
+        if unknown:
+            raise ConfigError(f"{path}.{side}", f"expression {val!r} uses {sorted(unknown)}"
+                              f", which are not contexts ({sorted(ctx_names)})")
+    if spec.get("integer") and spec.get("log"):
+        # the integer branch of every design ignores log (each integer equally
+        # likely), so the setting would be silently dropped
+        raise ConfigError(f"{path}.log", "log: true is not supported on an integer input "
+                          "(its design would be the same as log: false); drop 'log', or "
+                          "calibrate a continuous log-scaled input and round it in the "
+                          "simulator")
+    return Parameter(name, spec["lower"], spec["upper"],
+                     bool(spec.get("integer", False)), bool(spec.get("log", False)))
+
+
+def _check_bounds(params: list[Parameter], contexts: list[Context], key: str) -> None:
+    """Every tunable's bounds at every corner of the context box: finite, ordered, a
+    finite span (log inputs: lower > 0), an integer inside (integer inputs)."""
+    names = [c.name for c in contexts]
+    corners = [c.values if c.discrete else c.span for c in contexts]
     for combo in itertools.product(*corners) if contexts else [()]:
-        lo, hi = _bounds_at(params, dict(zip([c.name for c in contexts], combo, strict=True)),
-                            key)
+        env = dict(zip(names, combo, strict=True))
+        lo, hi = _bounds_at(params, env, key)
+        where = f" at context {env}" if contexts else ""
         for p, a, b in zip(params, lo, hi, strict=True):
-            where = f" at context {dict(zip([c.name for c in contexts], combo, strict=True))}" \
-                if contexts else ""
-            if not a < b:
-                raise ConfigError(f"{key}.parameters.{p.name}",
-                                  f"lower ({a:g}) must be < upper ({b:g}){where}")
-            if p.log and a <= 0:
-                raise ConfigError(f"{key}.parameters.{p.name}.lower",
-                                  "a log-scaled input needs lower > 0")
-            if p.integer and np.floor(b) < np.ceil(a):
-                raise ConfigError(f"{key}.parameters.{p.name}",
-                                  f"no integer lies in [{a:g}, {b:g}]")
+            _check_one_bound(p, float(a), float(b), f"{key}.parameters.{p.name}", where)
+
+
+def _check_one_bound(p: Parameter, a: float, b: float, path: str, where: str) -> None:
+    if not a < b:
+        raise ConfigError(path, f"lower ({a:g}) must be < upper ({b:g}){where}")
+    if p.log and a <= 0:
+        raise ConfigError(f"{path}.lower", "a log-scaled input needs lower > 0")
+    if p.integer and np.floor(b) < np.ceil(a):
+        raise ConfigError(path, f"no integer lies in [{a:g}, {b:g}]")
+    if not p.log:  # a log input is drawn in log space, whose span is always finite
+        _check_span(a, b, path, where, "narrow the bounds, set log: true (lower > 0), "
+                    "or rescale the input in the simulator")
+
+
+def _build_constraints(texts: Sequence[str], space: Space, key: str) -> list[LinearConstraint]:
+    """Linear constraints over the space's inputs (tunables and contexts)."""
     cons = []
-    for i, text in enumerate(study.get("constraints") or []):
+    for i, text in enumerate(texts):
         try:
             con = parse_linear_constraint(text)
         except ExpressionError as exc:
@@ -412,10 +451,7 @@ def build_space(study: Mapping[str, Any], key: str = "study") -> Space:
             raise ConfigError(f"{key}.constraints[{i}]", f"{text!r} uses unknown input(s) "
                               f"{sorted(unknown)}; inputs are {space.input_names}")
         cons.append(con)
-    space.constraints = cons
-    if cons:
-        check_feasible(space, f"{key}.constraints")
-    return space
+    return cons
 
 
 def _bounds_at(params: list[Parameter], env: dict[str, float], key: str
