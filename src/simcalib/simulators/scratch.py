@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from simcalib.errors import ConfigError
+from simcalib.simulators import strays
 
 RESERVED_PREFIX = ".simcalib"
 
@@ -225,10 +226,12 @@ class Watchdog:
         self._lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         try:
-            self.proc = subprocess.Popen(
-                watchdog_argv(grace),
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True, text=True)
+            with strays.spawning() as registry:  # the job's own child, not an orphan
+                self.proc = subprocess.Popen(
+                    watchdog_argv(grace),
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    start_new_session=True, close_fds=True, text=True)
+                registry.add(self.proc.pid)
         except OSError:
             self.proc = None  # no watchdog: interrupts are still handled in-process
 
@@ -264,6 +267,7 @@ class Watchdog:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        strays.forget(self.proc.pid)
         self.proc = None
 
 
