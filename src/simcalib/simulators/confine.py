@@ -121,10 +121,11 @@ def abi() -> int:
     return _ABI
 
 
-def resolve_mode(mode: str | None, key: str) -> str:
+def resolve_mode(mode: str | bool | None, key: str) -> str:
     """``strict``, ``warn`` or ``off`` for a study's ``confine`` (``auto`` picks the
-    strongest that works; ``strict`` where Landlock is missing is a config error)."""
-    mode = mode or "auto"
+    strongest that works; ``strict`` where Landlock is missing is a config error).
+    ``False`` is ``off`` (YAML 1.1 reads a bare ``off`` as false)."""
+    mode = "off" if mode is False else (mode or "auto")
     if mode not in MODES:
         raise ConfigError(key, f"{mode!r} is not one of {list(MODES)}")
     if mode == "strict" and not abi():
