@@ -200,7 +200,7 @@ def _recording_exit(status: int) -> None:
     """``os._exit`` while in-process runs are in flight: say so, then exit."""
     runs = RECORDER.in_flight()
     if runs:
-        cause = f"os._exit({status}) called while run(s) {runs} were in flight"
+        cause = f"os._exit({status}) called during the run (in-process: nothing after it ran)"
         RECORDER.cause(cause)
         if RECORDER.sentinel is None:  # no sentinel to say it: the log must
             log.error("simcalib: %s", cause)
