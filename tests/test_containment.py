@@ -83,7 +83,7 @@ def test_warn_reports_writes_outside_scratch(area: Path, how: str,
     msg = res.message.iloc[0]
     assert res.status.iloc[0] == "ok" and msg.startswith("warning: written outside the "
                                                          "scratch directory during the run")
-    where = {"relative": area / "scratch" / "relative.txt",
+    where = {"relative": "/relative.txt",
              "absolute": area / "home" / "absolute.txt",
              "symlink": area / "outside", "child": area / "child.txt"}[how]
     assert str(where) in msg, msg

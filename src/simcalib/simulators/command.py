@@ -289,6 +289,7 @@ class _Batch:
     stage: LinkStage | None = None
     error: str = ""
     since: int | None = None  # start (clock ticks): orphans after it are the batch's
+    home: Path | None = None  # confine: warn: the batch's own parent of its scratch dirs
 
 
 # ---------------------------------------------------------------------------
@@ -346,6 +347,8 @@ class CommandSimulator:
         strays.enable_subreaper()
         batch = _Batch(Watchdog(), since=strays.now_ticks())
         try:
+            if self.confine == "warn":
+                self._make_home(batch)
             if self.link_files and self.link_mode == "copy":
                 try:
                     batch.stage = LinkStage(self.link_files, self._base()).__enter__()
@@ -357,7 +360,19 @@ class CommandSimulator:
             if batch.stage is not None:
                 batch.stage.__exit__()
             batch.watchdog.close()
+            if batch.home is not None:
+                with contextlib.suppress(OSError):  # kept failed runs keep it
+                    batch.home.rmdir()
             self._sweep_batch(batch)
+
+    def _make_home(self, batch: _Batch) -> None:
+        """Under ``confine: warn`` the batch's scratch directories share a parent of
+        their own, so a run's ``../x`` lands where no other program writes and is
+        reported with certainty (the shared /tmp is not listed: too busy to tell)."""
+        base = self._base()
+        base.mkdir(parents=True, exist_ok=True)
+        batch.home = Path(tempfile.mkdtemp(prefix="simcalib-batch-", dir=base))
+        batch.watchdog.add_parent(batch.home)
 
     def _sweep_batch(self, batch: _Batch) -> None:
         """Orphans of runs that ended while others were in flight (so could not be
@@ -498,7 +513,7 @@ class CommandSimulator:
             with self._batch() as own:
                 return (self.run_one(inputs, seed, run_id, own) if not own.error else
                         {"status": STATUS_ERROR, "message": own.error})
-        base = self._base()
+        base = batch.home or self._base()
         base.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"simcalib-{_safe_name(str(run_id))}-", dir=base))
         batch.watchdog.add_dir(scratch)
@@ -587,8 +602,8 @@ class CommandSimulator:
         """Start the program (confined where ``confine: strict``), wait for it or its
         timeout, then kill what it left: its process group, tagged processes and
         orphans re-parented to the job."""
-        watched = (confine.watched_dirs(self.root, self._base()) if self.confine == "warn"
-                   else [])
+        watched = (confine.watched_dirs(self.root, batch.home or scratch.parent)
+                   if self.confine == "warn" else [])
         before = confine.snapshot(watched) if watched else {}
         try:
             proc, since, stopping = self._start(scratch, prep, batch)

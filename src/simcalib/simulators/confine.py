@@ -12,7 +12,8 @@
   is inherited by every process the run starts and cannot be lifted.  ``TMPDIR`` is
   pointed at the scratch directory (unless the study's ``env`` sets it).
 * ``warn``: nothing is blocked; the top level of the workflow root, the home
-  directory and the scratch directories' parent is listed before and after each run
+  directory and the scratch directories' parent (a directory of the batch's own,
+  so ``../x`` is attributed for certain) is listed before and after each run
   (names, sizes, modification times, so a file added inside a top-level directory
   shows as that directory changed).  What changed during the run is logged as a
   warning and appended to the run's ``message``.  Another process writing there at
@@ -221,15 +222,19 @@ def spawn_confined(writable: Sequence[Path], start: Callable[[], _T]) -> _T:
 Snapshot = dict[str, tuple[int, int, int]]
 
 
+#: entries of the watched directories that other programs change all the time
+SKIP_NAMES = frozenset({".snakemake"})
+
+
 def snapshot(dirs: Iterable[Path], skip_prefix: str = "simcalib-") -> Snapshot:
-    """``{path: (type, size, mtime_ns)}`` of the entries directly inside ``dirs`` (and
-    the dirs themselves); names starting with ``skip_prefix`` (the runs' own scratch
-    directories) are left out."""
+    """``{path: (type, size, mtime_ns)}`` of the entries directly inside ``dirs``;
+    names starting with ``skip_prefix`` (the runs' own scratch directories) and
+    :data:`SKIP_NAMES` are left out."""
     snap: Snapshot = {}
     for d in dirs:
         with contextlib.suppress(OSError):
             for entry in os.scandir(d):
-                if entry.name.startswith(skip_prefix):
+                if entry.name.startswith(skip_prefix) or entry.name in SKIP_NAMES:
                     continue
                 with contextlib.suppress(OSError):
                     st = entry.stat(follow_symlinks=False)
@@ -248,7 +253,8 @@ def changes(before: Snapshot, after: Snapshot, limit: int = 8) -> list[str]:
 
 def watched_dirs(root: Path, base: Path) -> list[Path]:
     """The directories ``warn`` lists around each run: the workflow root, the home
-    directory and the scratch directories' parent (where ``../x`` lands)."""
+    directory and the scratch directory's parent ``base`` (where ``../x`` lands; the
+    batch's own directory, see ``CommandSimulator._make_home``)."""
     home = Path(os.environ.get("HOME") or Path.home())
     out: list[Path] = []
     for d in (root, home, base):

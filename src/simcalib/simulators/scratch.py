@@ -173,6 +173,7 @@ $1 == "+g" { g[$2] = 1; next }
 $1 == "-g" { delete g[$2]; next }
 $1 == "+d" { d[substr($0, 4)] = 1; next }
 $1 == "-d" { delete d[substr($0, 4)]; next }
+$1 == "+e" { e[substr($0, 4)] = 1; next }
 $1 == "q" { clean = 1; exit }
 END {
   if (clean) exit 0
@@ -184,17 +185,19 @@ END {
     q = x; gsub(/'/, "'\\''", q)
     system("chmod -R u+rwx '" q "' 2>/dev/null; rm -rf '" q "'")
   }
+  for (x in e) { q = x; gsub(/'/, "'\\''", q); system("rmdir '" q "' 2>/dev/null") }
 }
 """
 WATCHDOG_PY = r"""
 import os, shutil, signal, sys, time
-groups, dirs, clean = set(), set(), False
+groups, dirs, empty, clean = set(), set(), set(), False
 for line in sys.stdin:
     op, _, arg = line.rstrip("\n").partition(" ")
     if op == "+g": groups.add(int(arg))
     elif op == "-g": groups.discard(int(arg))
     elif op == "+d": dirs.add(arg)
     elif op == "-d": dirs.discard(arg)
+    elif op == "+e": empty.add(arg)
     elif op == "q": clean = True; break
 if not clean:
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -208,6 +211,9 @@ if not clean:
                 try: os.chmod(os.path.join(root, n), 0o700)
                 except OSError: pass
         shutil.rmtree(d, ignore_errors=True)
+    for d in empty:
+        try: os.rmdir(d)
+        except OSError: pass
 """
 
 
@@ -253,6 +259,11 @@ class Watchdog:
 
     def drop_dir(self, path: Path) -> None:
         self._send(f"-d {path}")
+
+    def add_parent(self, path: Path) -> None:
+        """Remove ``path`` too if the job dies, but only once it is empty (it may hold
+        a kept failed run's directory)."""
+        self._send(f"+e {path}")
 
     def close(self) -> None:
         """The batch ended (normally or by an exception it handled): the watchdog
