@@ -125,7 +125,8 @@ GATE = ["/bin/sh", "-c", 'read _gate && exec "$@" </dev/null', "simcalib-run"]
 # stderr lines of a successful run that say this are reported in its message
 _DENIED = re.compile(r"permission denied|read-only|EACCES|EROFS|not permitted", re.IGNORECASE)
 _WARNING_LINE = re.compile(r"\b(warn\w*|error\w*|fatal|exception|traceback|abort\w*|"
-                           r"invalid|overflow|out of range)\b", re.IGNORECASE)
+                           r"invalid|overflow|out of range|permission denied|"
+                           r"read-only file system)\b", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------
