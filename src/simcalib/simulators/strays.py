@@ -125,7 +125,8 @@ def forget(pid: int) -> None:
 def now_ticks() -> int:
     """Now, in the units of :func:`start_ticks` (clock ticks since boot), one tick
     early so a process started this instant counts as later."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")) - 1
+    clock = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)  # (Linux: BOOTTIME)
+    return int(time.clock_gettime(clock) * os.sysconf("SC_CLK_TCK")) - 1
 
 
 def start_ticks(pid: int) -> int | None:
