@@ -48,8 +48,8 @@ DEFAULT_HEARTBEAT_S = 60.0
 
 SENTINEL_AWK = r"""
 $1 == "+" { t[$2] = $3; what[$2] = substr($0, index($0, $4)); next }
-$1 == "-" { delete t[$2]; delete what[$2]; next }
-$1 == "c" { cause = substr($0, 3); next }
+$1 == "-" { delete t[$2]; delete what[$2]; delete c[$2]; next }
+$1 == "c" { c[$2] = substr($0, index($0, $3)); next }
 $1 == "q" { clean = 1; exit }
 END {
   if (clean) exit 0
@@ -57,6 +57,7 @@ END {
   n = 0; line = ""
   for (k in t) {
     line = line (n ? "; " : "") what[k] " (in flight for " (now - t[k]) " s)"; n++
+    if (k in c) cause = c[k]
   }
   if (!n) exit 0
   if (cause == "") cause = "no word from Python: killed by a signal (SIGKILL from an " \
@@ -146,9 +147,12 @@ class _Recorder:
             self.runs.pop(token, None)
             self._send(f"- {token}")
 
-    def cause(self, text: str) -> None:
+    def cause(self, text: str, token: int | None = None) -> None:
+        """Why the job is about to end, for run ``token`` (None: every run in flight);
+        forgotten when the run ends, so a stale cause is never reported."""
         with self.lock:
-            self._send("c " + text.replace("\n", " "))
+            for t in [token] if token is not None else list(self.runs):
+                self._send(f"c {t} " + text.replace("\n", " "))
 
     def in_flight(self) -> list[str]:
         now = time.monotonic()
@@ -236,7 +240,7 @@ def flight(what: str, heartbeat: float = DEFAULT_HEARTBEAT_S) -> Iterator[None]:
     except (SystemExit, KeyboardInterrupt) as exc:
         cause = (f"{type(exc).__name__}({exc.code!r})" if isinstance(exc, SystemExit)
                  else type(exc).__name__)
-        RECORDER.cause(f"{cause} raised while {what} was in flight")
+        RECORDER.cause(f"{cause} raised while {what} was in flight", token)
         log.error("%s ended by %s (the job stops)", what, cause)
         raise
     finally:
