@@ -215,3 +215,34 @@ def test_orphans_of_overlapping_runs_die_with_the_batch(tmp_path: Path,
         os.kill(p, signal.SIGKILL)
     assert not alive
     assert all(f"{p} (" in caplog.text for p in pids)
+
+
+def test_isolated_workers_leave_no_detached_processes(tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """An isolated Python function that starts a detached process (env -i, setsid):
+    the process dies when the batch's workers stop."""
+    from simcalib.simulators import pyfunc
+
+    (tmp_path / "spawner.py").write_text(textwrap.dedent(f"""
+        import os, subprocess, time, pandas as pd
+        def f(df):
+            subprocess.Popen(["env", "-i", "{sys.executable}", "-c",
+                              "import os, time; os.setsid(); "
+                              "open('{tmp_path}/pid.tmp', 'w').write(str(os.getpid())); "
+                              "os.rename('{tmp_path}/pid.tmp', '{tmp_path}/pid'); "
+                              "time.sleep(60)"])
+            while not os.path.exists("{tmp_path}/pid"):
+                time.sleep(0.02)
+            return pd.DataFrame({{"y": df["x"]}})
+    """))
+    sim = pyfunc.build({"function": "spawner:f", "path": str(tmp_path), "outputs": ["y"],
+                        "isolate": True, "timeout": 30}, {"parameters": {"x": {}}}, KEY)
+    with caplog.at_level(logging.WARNING):
+        res = sim.run(ONE, [0])
+    assert res.status.iloc[0] == "ok", res.message.iloc[0]
+    pid = int((tmp_path / "pid").read_text())
+    time.sleep(0.2)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the isolated function's detached process outlived the batch")
+    assert f"{pid} (python" in caplog.text and "left 1 process(es) behind" in caplog.text
