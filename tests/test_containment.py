@@ -246,3 +246,35 @@ def test_isolated_workers_leave_no_detached_processes(tmp_path: Path,
         os.kill(pid, signal.SIGKILL)
         pytest.fail("the isolated function's detached process outlived the batch")
     assert f"{pid} (python" in caplog.text and "left 1 process(es) behind" in caplog.text
+
+
+def test_an_in_process_functions_detached_process_dies_with_its_chunk(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import subprocess
+
+    from simcalib.study import Study
+    from simcalib.study.simulation import make_design, run_chunk
+
+    pidfile = tmp_path / "pid"
+
+    def f(df: pd.DataFrame) -> pd.DataFrame:
+        if not pidfile.exists():
+            subprocess.Popen(["env", "-i", sys.executable, "-c", DAEMON, "doublefork",
+                              str(pidfile)])
+            while not pidfile.exists():
+                time.sleep(0.02)
+        return pd.DataFrame({"y": df["x"]})
+
+    study = Study("d", {"simulator": {"type": "python", "options": {"function": f,
+                                                                    "outputs": ["y"]}},
+                        "parameters": {"x": {"lower": 0.0, "upper": 1.0}}, "outputs": ["y"],
+                        "design": {"n": 3, "chunk_size": 3, "method": "sobol"}})
+    with caplog.at_level(logging.WARNING):
+        out, _ = run_chunk(study, make_design(study, 1), 1)
+    assert (out.status == "ok").all()
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("a detached process of an in-process function outlived its chunk")
+    assert "d: the simulator left 1 process(es) behind" in caplog.text

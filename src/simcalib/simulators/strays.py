@@ -203,3 +203,39 @@ def sweep(since: int | None, rounds: int = 5) -> list[str]:
             for pid, _name, _state in found:
                 _reap(pid)
     return killed
+
+
+_ACTIVE = 0
+_EPOCH: int | None = None
+
+
+@contextlib.contextmanager
+def scope(who: str) -> Iterator[None]:
+    """A batch of simulator runs: when the last batch in progress in this process
+    ends, every orphan started since the first of them began is killed (with a
+    warning naming ``who``).  Why the last: threads may run batches side by side
+    (targets of a calibration), and an orphan cannot be told to one of them."""
+    global _ACTIVE, _EPOCH
+    since = now_ticks() if enable_subreaper() else None
+    with _LOCK:
+        if _ACTIVE == 0:
+            _EPOCH = since
+        _ACTIVE += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _ACTIVE -= 1
+            epoch = _EPOCH if _ACTIVE == 0 else None
+        if epoch is not None:
+            sweep_and_warn(epoch, who)
+
+
+def sweep_and_warn(since: int | None, who: str) -> list[str]:
+    """:func:`sweep`, with the warning that says what was killed and whose it was."""
+    left = sweep(since)
+    if left:
+        log.warning("%s left %d process(es) behind (re-parented to the job: daemons, double "
+                    "forks or children that cleared their environment); killed %s", who,
+                    len(left), left[:5])
+    return left

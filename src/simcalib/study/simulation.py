@@ -33,6 +33,7 @@ import pandas as pd
 
 from simcalib.errors import DataError
 from simcalib.seeds import rng, row_seeds
+from simcalib.simulators import strays
 from simcalib.simulators.base import result_columns
 from simcalib.study.journal import Journal, fingerprint, program_digest
 from simcalib.study.model import Study
@@ -102,7 +103,8 @@ def simulate_rows(study: Study, rows: pd.DataFrame, seed: int, stream: str = "si
     t0 = time.perf_counter()
     # the row ids travel as the index, so an external command sees its global run id
     batch = rows[study.input_names].set_axis(pd.Index(rows[id_column].to_numpy(), name=id_column))
-    res = study.simulator.run(batch, seeds, threads).reset_index(drop=True)
+    with strays.scope(f"{study.name}: the simulator"):  # none outlives its runs
+        res = study.simulator.run(batch, seeds, threads).reset_index(drop=True)
     dt = time.perf_counter() - t0
     out = pd.concat([rows.reset_index(drop=True),
                      res[result_columns(study.simulator, study.outputs)]],
@@ -247,7 +249,9 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
     chunk = _Chunk(study, rows, seed, threads, journal, label or study.name, progress_s,
                    stream, id_column)
     t0, cpu0 = time.perf_counter(), cpu_seconds()
-    chunk.dispatch()
+    # whatever any simulator (an in-process function too) left running dies here
+    with strays.scope(f"{chunk.label}: the simulator"):
+        chunk.dispatch()
     chunk.progress.maybe_log(force=True)
     return chunk.collect(time.perf_counter() - t0, cpu_seconds() - cpu0)
 
