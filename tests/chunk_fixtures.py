@@ -30,7 +30,7 @@ def counting_config(tmp: Path, n: int = 24, chunk_size: int = 24, threads: int =
                 "command": ["/bin/sh", str(script), "{x}", "{y}", "{run_id}",
                             str(tmp / "counter.txt"), str(sleep)],
                 "output_file": "-", "parser": "keyvalue", "output_map": {output_key: "q", "r": "r"},
-                "timeout": 60}},
+                "timeout": 60, "writable": [str(tmp)]}},  # the counter (confine)
             "parameters": {"x": {"lower": 0, "upper": 1}, "y": {"lower": 0, "upper": 1}},
             "outputs": ["q", "r"],
             "design": {"n": n, "chunk_size": chunk_size, "method": "uniform",

@@ -96,12 +96,26 @@ def test_linked_original_cannot_be_modified(data: Path, tmp_path: Path) -> None:
                 workdir=str(tmp_path / "w"))
     res = sim.run(pd.DataFrame({"x": [1.0, 2.0]}), [0, 1])
     assert data.read_text() == "original\n"                 # never changed
-    if os.geteuid() == 0:   # root ignores the read-only mode: the write hit the copy
+    if os.geteuid() == 0 and sim.confine != "strict":
+        # root ignores the read-only mode: the write hit the copy (Landlock stops root too)
         assert res.status.tolist() == ["error", "error"]
         assert res.message.str.contains("modified linked file").all()
-    else:                   # the read-only copy refused the write
+    else:                   # the read-only copy (or the confinement) refused the write
         assert res.status.tolist() == ["ok", "ok"]
     assert not any((tmp_path / "w").iterdir())              # copies and scratch removed
+
+
+def test_linked_copy_modified_is_caught_without_confinement(data: Path, tmp_path: Path) -> None:
+    code = ("t = open('tracts.dat').read().strip()\n"
+            "try:\n open('tracts.dat', 'w').write('clobbered')\nexcept OSError:\n pass\n"
+            "print('y: ' + str(len(t)))")
+    sim = build(command=[sys.executable, "-c", code], link_files=[str(data)],
+                workdir=str(tmp_path / "w"))
+    sim.confine = "off"
+    res = sim.run(pd.DataFrame({"x": [1.0, 2.0]}), [0, 1])
+    assert data.read_text() == "original\n"
+    expect = ["error", "error"] if os.geteuid() == 0 else ["ok", "ok"]
+    assert res.status.tolist() == expect
 
 
 def test_each_run_sees_the_original_content_again(data: Path) -> None:
@@ -158,10 +172,11 @@ DRIVER = textwrap.dedent("""
     import numpy as np, pandas as pd
     from simcalib.simulators import command_build
     pids, work = sys.argv[1], sys.argv[2]
+    open(pids, "a").close()  # a declared writable file (confine: strict)
     script = "sleep 60 & echo $! >> " + pids + "; echo $$ >> " + pids + "; wait"
     sim = command_build.build({"command": ["/bin/sh", "-c", script], "output_file": "-",
                          "outputs": ["y"], "workdir": work, "keep_failed": True,
-                         "link_files": [sys.argv[3]], "timeout": 120},
+                         "link_files": [sys.argv[3]], "timeout": 120, "writable": [pids]},
                         {"parameters": {"x": {}}}, "k")
     sim.run(pd.DataFrame({"x": [1.0, 2.0]}), np.arange(2), threads=2)
 """)

@@ -51,7 +51,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 
 from simcalib.errors import ConfigError
-from simcalib.simulators import strays
+from simcalib.simulators import confine, strays
 from simcalib.simulators.base import (
     STATUS_ERROR,
     STATUS_INVALID,
@@ -96,7 +96,7 @@ ALLOWED: dict[str, Any] = {
     "command": None, "input_file": None, "output_file": None, "parser": "keyvalue",
     "output_map": None, "outputs": None, "timeout": 600.0, "env": None,
     "keep_failed": False, "workdir": None, "link_files": None, "max_parallel": None,
-    "seed_bits": 31, "link_mode": "copy",
+    "seed_bits": 31, "link_mode": "copy", "writable": None,
 }
 LINK_MODES = ("copy", "symlink")
 INPUT_FILE_ALLOWED: dict[str, Any] = {
@@ -123,8 +123,10 @@ TAIL_CHARS = 600
 # (a few milliseconds of wall-clock time; docs/command.md, "Overhead").
 GATE = ["/bin/sh", "-c", 'read _gate && exec "$@" </dev/null', "simcalib-run"]
 # stderr lines of a successful run that say this are reported in its message
+_DENIED = re.compile(r"permission denied|read-only|EACCES|EROFS|not permitted", re.IGNORECASE)
 _WARNING_LINE = re.compile(r"\b(warn\w*|error\w*|fatal|exception|traceback|abort\w*|"
-                           r"invalid|overflow|out of range)\b", re.IGNORECASE)
+                           r"invalid|overflow|out of range|permission denied|"
+                           r"read-only file system)\b", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------
@@ -261,12 +263,34 @@ def _confined(name: str, scratch: Path) -> None:
 
 
 @dataclass
+class _Prepared:
+    """A run ready to start."""
+
+    argv: list[str]
+    env: dict[str, str]
+    out_name: str
+    token: str
+
+
+@dataclass
+class _Ended:
+    """A run that ended: exit status, whether it timed out, what it changed outside
+    its scratch directory (``confine: warn``)."""
+
+    rc: int
+    timed_out: bool
+    outside: list[str]
+
+
+@dataclass
 class _Batch:
     """What the runs of one batch share."""
 
     watchdog: Watchdog
     stage: LinkStage | None = None
     error: str = ""
+    since: int | None = None  # start (clock ticks): orphans after it are the batch's
+    home: Path | None = None  # confine: warn: the batch's own parent of its scratch dirs
 
 
 # ---------------------------------------------------------------------------
@@ -299,6 +323,8 @@ class CommandSimulator:
     root: Path = field(default_factory=Path.cwd)
     seed_bits: int = 31
     key: str = "simulator.options"
+    confine: str = "off"  # strict | warn | off (resolved: module confine)
+    writable: list[Path] = field(default_factory=list)  # declared writable paths (strict)
 
     def __post_init__(self) -> None:
         self._stopping = False
@@ -319,8 +345,11 @@ class CommandSimulator:
         """The per-batch resources: the watchdog that cleans up if this process
         dies, and the read-only copies of ``link_files`` (module
         :mod:`simcalib.simulators.scratch`)."""
-        batch = _Batch(Watchdog())
+        strays.enable_subreaper()
+        batch = _Batch(Watchdog(), since=strays.now_ticks())
         try:
+            if self.confine == "warn":
+                self._make_home(batch)
             if self.link_files and self.link_mode == "copy":
                 try:
                     batch.stage = LinkStage(self.link_files, self._base()).__enter__()
@@ -332,6 +361,29 @@ class CommandSimulator:
             if batch.stage is not None:
                 batch.stage.__exit__()
             batch.watchdog.close()
+            if batch.home is not None:
+                with contextlib.suppress(OSError):  # kept failed runs keep it
+                    batch.home.rmdir()
+            self._sweep_batch(batch)
+
+    def _make_home(self, batch: _Batch) -> None:
+        """Under ``confine: warn`` the batch's scratch directories share a parent of
+        their own, so a run's ``../x`` lands where no other program writes and is
+        reported with certainty (the shared /tmp is not listed: too busy to tell)."""
+        base = self._base()
+        base.mkdir(parents=True, exist_ok=True)
+        batch.home = Path(tempfile.mkdtemp(prefix="simcalib-batch-", dir=base))
+        batch.watchdog.add_parent(batch.home)
+
+    def _sweep_batch(self, batch: _Batch) -> None:
+        """Orphans of runs that ended while others were in flight (so could not be
+        told apart) are killed when the batch ends: none outlives it."""
+        with self._lock:
+            left = strays.sweep(batch.since) if not self._live else []
+        if left:
+            log.warning("%s: runs of this batch left %d process(es) behind (re-parented to "
+                        "the job: daemons, double forks or children that cleared their "
+                        "environment); killed %s", self.key, len(left), left[:5])
 
     def _base(self) -> Path:
         return self.workdir or Path(tempfile.gettempdir())
@@ -462,7 +514,7 @@ class CommandSimulator:
             with self._batch() as own:
                 return (self.run_one(inputs, seed, run_id, own) if not own.error else
                         {"status": STATUS_ERROR, "message": own.error})
-        base = self._base()
+        base = batch.home or self._base()
         base.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"simcalib-{_safe_name(str(run_id))}-", dir=base))
         batch.watchdog.add_dir(scratch)
@@ -487,6 +539,26 @@ class CommandSimulator:
 
     def _run_in(self, scratch: Path, inputs: dict[str, Any], seed: int,
                 run_id: Any, batch: _Batch) -> dict[str, Any]:
+        """One run in ``scratch``, by stage: prepare (files, argv, environment),
+        dispatch (start, wait, clean up what it left), collect (read its outputs)."""
+        prep = self._prepare_run(scratch, inputs, seed, run_id, batch)
+        if isinstance(prep, dict):
+            return prep
+        if self._stopping:
+            return {"status": STATUS_ERROR, "message": "batch interrupted"}
+        ended = self._dispatch(scratch, prep, run_id, batch)
+        if isinstance(ended, dict):
+            return ended
+        result = self._collect(scratch, prep, ended, batch)
+        if ended.outside:
+            result = self._report_outside(result, ended.outside, run_id)
+        return result
+
+    # ---- stage 1: prepare ---------------------------------------------------
+    def _prepare_run(self, scratch: Path, inputs: dict[str, Any], seed: int, run_id: Any,
+                     batch: _Batch) -> _Prepared | dict[str, Any]:
+        """Render names, link the files, write the input file, build argv and env;
+        an error row if anything cannot be done."""
         values: dict[str, Any] = {**inputs, "seed": seed, "run_id": run_id,
                                   "root": str(self.root), "workdir": str(scratch)}
         try:
@@ -497,40 +569,47 @@ class CommandSimulator:
             for name in (in_name, out_name):
                 if name and name != STDOUT:
                     _confined(name, scratch)
-            if batch.stage is not None:
-                batch.stage.link_into(scratch)
-            else:
-                for name, src in self.link_files.items():
-                    (scratch / name).symlink_to(src)
+            self._link(scratch, batch)
             if self.input_name is not None:
-                path = scratch / in_name
-                if path.is_symlink() or path.exists():
-                    raise ValueError(f"input file {in_name!r} would overwrite a linked file")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(self._input_text(inputs, values))
+                self._write_input(scratch / in_name, in_name, inputs, values)
             argv = [t.render(values) for t in self.argv]
             token = strays.new_token()  # follows children that leave the process group
             env = {**os.environ, **{k: t.render(values) for k, t in self.env.items()},
                    strays.TOKEN_VAR: token}
+            if self.confine == "strict" and "TMPDIR" not in self.env:
+                env["TMPDIR"] = str(scratch)  # /tmp is outside the confinement
         except (ValueError, TypeError, KeyError, IndexError, OSError) as exc:
             return {"status": STATUS_ERROR,
                     "message": f"could not prepare the run: {type(exc).__name__}: {exc}"}
+        return _Prepared(argv, env, out_name, token)
 
-        out_log, err_log = scratch / STDOUT_LOG, scratch / STDERR_LOG
-        if self._stopping:
-            return {"status": STATUS_ERROR, "message": "batch interrupted"}
+    def _link(self, scratch: Path, batch: _Batch) -> None:
+        if batch.stage is not None:
+            batch.stage.link_into(scratch)
+        else:
+            for name, src in self.link_files.items():
+                (scratch / name).symlink_to(src)
+
+    def _write_input(self, path: Path, in_name: str, inputs: Mapping[str, Any],
+                     values: Mapping[str, Any]) -> None:
+        if path.is_symlink() or path.exists():
+            raise ValueError(f"input file {in_name!r} would overwrite a linked file")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self._input_text(inputs, values))
+
+    # ---- stage 2: dispatch --------------------------------------------------
+    def _dispatch(self, scratch: Path, prep: _Prepared, run_id: Any,
+                  batch: _Batch) -> _Ended | dict[str, Any]:
+        """Start the program (confined where ``confine: strict``), wait for it or its
+        timeout, then kill what it left: its process group, tagged processes and
+        orphans re-parented to the job."""
+        watched = (confine.watched_dirs(self.root, batch.home or scratch.parent)
+                   if self.confine == "warn" else [])
+        before = confine.snapshot(watched) if watched else {}
         try:
-            with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
-                # the gate holds the program until the watchdog knows its group
-                proc = subprocess.Popen([*GATE, *argv], cwd=scratch, env=env,
-                                        stdin=subprocess.PIPE, stdout=fo, stderr=fe,
-                                        start_new_session=True)
+            proc, since, stopping = self._start(scratch, prep, batch)
         except OSError as exc:
-            return {"status": STATUS_ERROR, "message": f"cannot start {argv[0]!r}: {exc}"}
-        batch.watchdog.add_group(proc.pid)
-        with self._lock:  # either _kill_all sees this run, or this run sees _stopping
-            self._live.add(proc)
-            stopping = self._stopping
+            return {"status": STATUS_ERROR, "message": f"cannot start {prep.argv[0]!r}: {exc}"}
         with contextlib.suppress(OSError):  # open the gate
             proc.stdin.write(b"go\n")  # type: ignore[union-attr]
         with contextlib.suppress(OSError):
@@ -540,20 +619,66 @@ class CommandSimulator:
         try:
             timed_out = _wait_or_kill(proc, self.timeout)
         finally:
-            # stray background children of a finished run die with it, also those
-            # that started a new session (setsid, daemons): found by their token
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            escaped = strays.kill_tagged(token)
-            if escaped:
-                log.warning("%s: run %s left %d process(es) outside its process group "
-                            "(a daemon or setsid child); killed %s", self.key, run_id,
-                            len(escaped), escaped[:5])
-            with self._lock:
-                self._live.discard(proc)
-            batch.watchdog.drop_group(proc.pid)
-        rc = proc.returncode
+            self._clean_up(proc, prep.token, since, run_id, batch)
+        outside = confine.changes(before, confine.snapshot(watched)) if watched else []
+        return _Ended(int(proc.returncode), timed_out, outside)
+
+    def _start(self, scratch: Path, prep: _Prepared,
+               batch: _Batch) -> tuple[subprocess.Popen, int | None, bool]:
+        """Popen behind the gate, registered as the job's own child and with the
+        watchdog before the program may start; returns the process, its start time
+        (clock ticks: orphans started later are its) and whether the batch is stopping."""
+        out_log, err_log = scratch / STDOUT_LOG, scratch / STDERR_LOG
+
+        def start() -> subprocess.Popen:
+            with open(out_log, "wb") as fo, open(err_log, "wb") as fe:
+                return subprocess.Popen([*GATE, *prep.argv], cwd=scratch, env=prep.env,
+                                        stdin=subprocess.PIPE, stdout=fo, stderr=fe,
+                                        start_new_session=True)
+
+        # the lock: a sweep never runs while a run is being started (module strays)
+        with self._lock, strays.spawning() as registry:
+            if self.confine == "strict":
+                proc = confine.spawn_confined([scratch, *self.writable], start)
+            else:
+                proc = start()
+            registry.add(proc.pid)
+            batch.watchdog.add_group(proc.pid)
+            # either _kill_all sees this run, or this run sees _stopping
+            self._live.add(proc)
+            stopping = self._stopping
+        return proc, strays.start_ticks(proc.pid), stopping
+
+    def _clean_up(self, proc: subprocess.Popen, token: str, since: int | None, run_id: Any,
+                  batch: _Batch) -> None:
+        """Kill the run's process group, the processes tagged with its token (they left
+        the group: setsid, daemons) and, when no other run is in flight (so they can
+        only be this run's), the orphans re-parented to the job since it started."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        strays.forget(proc.pid)
+        escaped = strays.kill_tagged(token)
+        if escaped:
+            log.warning("%s: run %s left %d process(es) outside its process group "
+                        "(a daemon or setsid child); killed %s", self.key, run_id,
+                        len(escaped), escaped[:5])
+        with self._lock:
+            self._live.discard(proc)
+            orphans = strays.sweep(since) if not self._live and since is not None else []
+        if orphans:
+            log.warning("%s: run %s left %d process(es) behind (re-parented to the job after "
+                        "their parent ended: a daemon, a double fork or a child that cleared "
+                        "its environment); killed %s", self.key, run_id, len(orphans),
+                        orphans[:5])
+        batch.watchdog.drop_group(proc.pid)
+
+    # ---- stage 3: collect ---------------------------------------------------
+    def _collect(self, scratch: Path, prep: _Prepared, ended: _Ended,
+                 batch: _Batch) -> dict[str, Any]:
+        """The run's row: its outputs, or why there are none."""
+        out_log, err_log = scratch / STDOUT_LOG, scratch / STDERR_LOG
+        out_name = prep.out_name
 
         def fail(status: str, what: str) -> dict[str, Any]:
             tail = _tail(err_log)
@@ -561,11 +686,11 @@ class CommandSimulator:
             tail = tail or _tail(out_log)
             return {"status": status, "message": f"{what}; {where}: {tail}" if tail else what}
 
-        if timed_out:
+        if ended.timed_out:
             return fail(STATUS_TIMEOUT, f"timed out after {self.timeout:g} s (process group "
                         "killed)")
-        if rc != 0:
-            return fail(STATUS_ERROR, _exit_text(rc))
+        if ended.rc != 0:
+            return self._blocked_hint(fail(STATUS_ERROR, _exit_text(ended.rc)))
         changed = batch.stage.check() if batch.stage is not None else []
         if changed:
             return fail(STATUS_ERROR, f"the program modified linked file(s) {changed} (read-only "
@@ -575,8 +700,12 @@ class CommandSimulator:
             return fail(STATUS_ERROR, f"output file {out_name!r} resolves outside the scratch "
                         f"directory (to {out_path.resolve()}); not read")
         if not out_path.is_file():
-            return fail(STATUS_MISSING, f"output file {out_name!r} not written"
-                        f"{_dir_listing(scratch, out_name)}")
+            return self._blocked_hint(fail(STATUS_MISSING, f"output file {out_name!r} not "
+                                           f"written{_dir_listing(scratch, out_name)}"))
+        return self._parse(out_path, out_name, fail, err_log)
+
+    def _parse(self, out_path: Path, out_name: str, fail: Callable[[str, str], dict[str, Any]],
+               err_log: Path) -> dict[str, Any]:
         vals: dict[str, float] = {}
         text = ""
         try:
@@ -599,6 +728,30 @@ class CommandSimulator:
         message = (f"{WARNING_PREFIX}{n_warn} stderr line(s) mention a warning or an error: "
                    f"{warn}") if n_warn else ""
         return {**vals, "status": STATUS_OK, "message": message}
+
+    def _blocked_hint(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Under ``confine: strict`` a failed run whose output says "Permission denied"
+        or "Read-only" most likely wrote outside its scratch directory: say so."""
+        if self.confine == "strict" and _DENIED.search(result["message"]):
+            result["message"] += (" [confine: strict blocks writes outside the run's scratch "
+                                  "directory; declare a path in simulator.options.writable or "
+                                  "set simulator.confine: warn (docs/command.md)]")
+        return result
+
+    def _report_outside(self, result: dict[str, Any], outside: list[str],
+                        run_id: Any) -> dict[str, Any]:
+        """``confine: warn``: what changed outside the scratch directory during the run,
+        in the log and in the run's message (a warning on an ok run)."""
+        what = f"written outside the scratch directory during the run: {outside}"
+        log.warning("%s: run %s: %s (confine: warn reports, strict would block)", self.key,
+                    run_id, what)
+        msg = str(result.get("message") or "")
+        if result["status"] == STATUS_OK:
+            result["message"] = (f"{msg}; {what}" if msg.startswith(WARNING_PREFIX)
+                                 else f"{WARNING_PREFIX}{what}" + (f"; {msg}" if msg else ""))
+        else:
+            result["message"] = f"{msg}; {what}" if msg else what
+        return result
 
     def _input_text(self, inputs: Mapping[str, Any], values: Mapping[str, Any]) -> str:
         if self.input_format == "template":

@@ -16,6 +16,7 @@ from typing import Any
 
 from simcalib.errors import ConfigError
 from simcalib.io import PACKAGE_ROOT
+from simcalib.simulators import confine
 from simcalib.simulators.base import check_options, register
 from simcalib.simulators.command import (
     ALLOWED,
@@ -157,7 +158,9 @@ def _parser(spec: Any, key: str) -> tuple[str, str]:
 
 @register("command")
 def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> CommandSimulator:
-    """Validate ``options`` (see ``docs/command.md``) and build the simulator."""
+    """Validate ``options`` (see ``docs/command.md``) and build the simulator: the
+    command, the outputs and where they are read from, the input file, how runs are
+    run (timeout, environment, scratch, links, seeds), how they are confined."""
     check_options(options, ALLOWED, key)
     root = Path.cwd()
     input_names, integer_names = _study_inputs(study)
@@ -167,21 +170,41 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
                           f"placeholder names {list(RUNTIME_NAMES)}; rename them")
     known_all = [*input_names, *RUNTIME_NAMES]
     known_names = [n for n in known_all if n not in ("input_file", "output_file", "workdir")]
+    argv = _read_command(options.get("command"), root, known_all, f"{key}.command")
+    outputs, file_keys = _read_outputs(options, study, key)
+    parser, key_sep = _parser(options.get("parser", ALLOWED["parser"]), f"{key}.parser")
+    out_file, out_tpl = _read_output_file(options.get("output_file"), known_names, key)
+    inp = _read_input_file(options.get("input_file"), root, input_names, known_names,
+                           known_all, f"{key}.input_file")
+    run = _read_run_options(options, root, known_all, key)
+    _check_link_names(run["link_files"], inp.get("input_name"), out_file, key)
+    mode, writable = _read_confinement(study, options, root, key)
+    sim = CommandSimulator(
+        argv=argv, outputs=outputs, file_keys=file_keys, parser=parser, output_file=out_tpl,
+        key_separator=key_sep, input_names=input_names, integer_names=integer_names,
+        root=root, key=key, confine=mode, writable=writable, **inp, **run)
+    _dry_render(sim, key)
+    return sim
 
-    # command
-    cmd = options.get("command")
+
+def _read_command(cmd: Any, root: Path, known_all: list[str], key: str) -> list[Template]:
+    """``command``: a list (or a shell-like string) of argument templates; the
+    executable found, relative path arguments made absolute."""
     if isinstance(cmd, str):
         cmd = shlex.split(cmd)
     if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str | int | float)
                                                         for a in cmd):
-        raise ConfigError(f"{key}.command", "required: a list of argument strings, e.g. "
+        raise ConfigError(key, "required: a list of argument strings, e.g. "
                           "['python3', 'sim.py', '{input_file}']")
     cmd = [str(a) for a in cmd]
-    cmd[0] = _resolve_argv0(cmd[0], root, f"{key}.command.0")
+    cmd[0] = _resolve_argv0(cmd[0], root, f"{key}.0")
     cmd = [cmd[0], *(_resolve_arg(a, root) for a in cmd[1:])]
-    argv = [Template.compile(a, known_all, f"{key}.command.{i}") for i, a in enumerate(cmd)]
+    return [Template.compile(a, known_all, f"{key}.{i}") for i, a in enumerate(cmd)]
 
-    # outputs and the file keys they come from
+
+def _read_outputs(options: Mapping[str, Any], study: Mapping[str, Any],
+                  key: str) -> tuple[list[str], dict[str, str]]:
+    """The outputs and, through ``output_map``, the file key each is read from."""
     outputs = list(options.get("outputs") or study.get("outputs") or [])
     if not outputs:
         raise ConfigError(f"{key}.outputs", "list the outputs the command produces "
@@ -202,63 +225,79 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
                               f"output {oname!r} is already read from key {seen[oname]!r}")
         seen[oname] = str(fkey)
         file_keys[oname] = str(fkey)
+    return outputs, file_keys
 
-    parser, key_sep = _parser(options.get("parser", ALLOWED["parser"]), f"{key}.parser")
-    out_file = options.get("output_file")
+
+def _read_output_file(out_file: Any, known_names: list[str],
+                      key: str) -> tuple[str, Template | None]:
     if not isinstance(out_file, str) or not out_file:
         raise ConfigError(f"{key}.output_file", "required: the file the program writes its "
                           "outputs to (relative to its scratch directory), or '-' for stdout")
-    if out_file != STDOUT:
-        check_name(out_file, f"{key}.output_file", "output file")
-    out_tpl = None if out_file == STDOUT else Template.compile(
-        out_file, [*known_names, "input_file"], f"{key}.output_file")
+    if out_file == STDOUT:
+        return out_file, None
+    check_name(out_file, f"{key}.output_file", "output file")
+    return out_file, Template.compile(out_file, [*known_names, "input_file"],
+                                      f"{key}.output_file")
 
-    # input file
-    in_name = in_tpl = None
-    in_format: str | None = None
+
+def _read_input_file(spec: Any, root: Path, input_names: list[str], known_names: list[str],
+                     known_all: list[str], ikey: str) -> dict[str, Any]:
+    """``input_file`` as the simulator's ``input_*`` and ``separator`` fields."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, Mapping):
+        raise ConfigError(ikey, "must be a mapping with 'name', 'format', ...")
+    check_options(spec, INPUT_FILE_ALLOWED, ikey)
+    in_format = spec.get("format", "lines")
+    if in_format not in INPUT_FORMATS:
+        raise ConfigError(f"{ikey}.format", f"{in_format!r} is not one of {list(INPUT_FORMATS)}")
+    raw_name = str(spec.get("name") or DEFAULT_INPUT_NAMES[in_format])
+    check_name(raw_name, f"{ikey}.name", "input file name")
+    raw_extra = spec.get("extra") or {}
+    if not isinstance(raw_extra, Mapping):
+        raise ConfigError(f"{ikey}.extra", "must map names to values")
     extra: dict[str, Any] = {}
-    separator = " "
-    spec = options.get("input_file")
-    if spec is not None:
-        ikey = f"{key}.input_file"
-        if not isinstance(spec, Mapping):
-            raise ConfigError(ikey, "must be a mapping with 'name', 'format', ...")
-        check_options(spec, INPUT_FILE_ALLOWED, ikey)
-        in_format = spec.get("format", "lines")
-        if in_format not in INPUT_FORMATS:
-            raise ConfigError(f"{ikey}.format",
-                              f"{in_format!r} is not one of {list(INPUT_FORMATS)}")
-        raw_name = str(spec.get("name") or DEFAULT_INPUT_NAMES[in_format])
-        check_name(raw_name, f"{ikey}.name", "input file name")
-        in_name = Template.compile(raw_name, known_names, f"{ikey}.name")
-        separator = str(spec.get("separator", " "))
-        has_t, has_tf = spec.get("template") is not None, spec.get("template_file") is not None
-        if in_format == "template":
-            if has_t == has_tf:
-                raise ConfigError(f"{ikey}.template", "format 'template' needs exactly one of "
-                                  "'template' (inline text) or 'template_file' (a path)")
-            if has_tf:
-                tpath = _locate(str(spec["template_file"]), root)
-                try:
-                    text = tpath.read_text()
-                except OSError as exc:
-                    raise ConfigError(f"{ikey}.template_file", f"cannot read {tpath}: {exc}") \
-                        from None
-                in_tpl = Template.compile(text, known_all, f"{ikey}.template_file ({tpath})")
-            else:
-                in_tpl = Template.compile(str(spec["template"]), known_all, f"{ikey}.template")
-        elif has_t or has_tf:
+    for k, v in raw_extra.items():
+        if k in input_names:
+            raise ConfigError(f"{ikey}.extra.{k}", "is a study input; it is written already")
+        extra[str(k)] = (Template.compile(v, known_all, f"{ikey}.extra.{k}")
+                         if isinstance(v, str) else v)
+    return {"input_name": Template.compile(raw_name, known_names, f"{ikey}.name"),
+            "input_format": in_format,
+            "input_template": _read_template(spec, in_format, root, known_all, ikey),
+            "input_extra": extra, "separator": str(spec.get("separator", " "))}
+
+
+def _read_template(spec: Mapping[str, Any], in_format: str, root: Path,
+                   known_all: list[str], ikey: str) -> Template | None:
+    """``template`` (inline) or ``template_file`` (a path), for format ``template`` only."""
+    has_t, has_tf = spec.get("template") is not None, spec.get("template_file") is not None
+    if in_format != "template":
+        if has_t or has_tf:
             raise ConfigError(f"{ikey}.template", f"only used with format 'template', not "
                               f"{in_format!r}")
-        raw_extra = spec.get("extra") or {}
-        if not isinstance(raw_extra, Mapping):
-            raise ConfigError(f"{ikey}.extra", "must map names to values")
-        for k, v in raw_extra.items():
-            if k in input_names:
-                raise ConfigError(f"{ikey}.extra.{k}", "is a study input; it is written already")
-            extra[str(k)] = (Template.compile(v, known_all, f"{ikey}.extra.{k}")
-                             if isinstance(v, str) else v)
+        return None
+    if has_t == has_tf:
+        raise ConfigError(f"{ikey}.template", "format 'template' needs exactly one of "
+                          "'template' (inline text) or 'template_file' (a path)")
+    if not has_tf:
+        return Template.compile(str(spec["template"]), known_all, f"{ikey}.template")
+    tpath = _locate(str(spec["template_file"]), root)
+    try:
+        text = tpath.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{ikey}.template_file", f"cannot read {tpath}: {exc}") from None
+    return Template.compile(text, known_all, f"{ikey}.template_file ({tpath})")
 
+
+def _positive_int(value: Any, key: str, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(key, f"must be a positive integer{what}, got {value!r}")
+
+
+def _read_run_options(options: Mapping[str, Any], root: Path, known_all: list[str],
+                      key: str) -> dict[str, Any]:
+    """How runs are run: timeout, environment, scratch base, links, seeds, parallelism."""
     timeout = options.get("timeout", ALLOWED["timeout"])
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ConfigError(f"{key}.timeout",
@@ -273,13 +312,6 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
     if workdir is not None:
         wpath = Path(str(workdir)).expanduser()
         wpath = wpath if wpath.is_absolute() else root / wpath
-    links = _read_links(options.get("link_files"), root, f"{key}.link_files")
-    literal = {f"{key}.input_file.name": in_name.text if in_name else None,
-               f"{key}.output_file": out_file if out_file != STDOUT else None}
-    for where, name in literal.items():
-        if name is not None and name in links:
-            raise ConfigError(where, f"{name!r} is also a link_files name; a run would write "
-                              "or read the linked file instead")
     link_mode = options.get("link_mode", ALLOWED["link_mode"])
     if link_mode not in LINK_MODES:
         raise ConfigError(f"{key}.link_mode", f"{link_mode!r} is not one of {list(LINK_MODES)}")
@@ -288,20 +320,40 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
         raise ConfigError(f"{key}.seed_bits", f"must be an integer from 1 to 63 (seeds are then "
                           f"in [0, 2^seed_bits - 1]), got {seed_bits!r}")
     max_par = options.get("max_parallel")
-    if max_par is not None and (isinstance(max_par, bool) or not isinstance(max_par, int)
-                                or max_par < 1):
-        raise ConfigError(f"{key}.max_parallel", f"must be a positive integer, got {max_par!r}")
+    if max_par is not None:
+        _positive_int(max_par, f"{key}.max_parallel", "")
+    return {"timeout": float(timeout), "env": env,
+            "keep_failed": _bool(options, "keep_failed", False, key), "workdir": wpath,
+            "link_files": _read_links(options.get("link_files"), root, f"{key}.link_files"),
+            "link_mode": link_mode, "seed_bits": seed_bits, "max_parallel": max_par}
 
-    sim = CommandSimulator(
-        argv=argv, outputs=outputs, file_keys=file_keys, parser=parser, output_file=out_tpl,
-        key_separator=key_sep,
-        input_name=in_name, input_format=in_format, input_template=in_tpl, input_extra=extra,
-        separator=separator, input_names=input_names, integer_names=integer_names,
-        timeout=float(timeout), env=env, keep_failed=_bool(options, "keep_failed", False, key),
-        workdir=wpath, link_files=links, link_mode=link_mode, max_parallel=max_par, root=root,
-        seed_bits=seed_bits, key=key)
-    _dry_render(sim, key)
-    return sim
+
+def _check_link_names(links: Mapping[str, Path], in_name: Template | None, out_file: str,
+                      key: str) -> None:
+    literal = {f"{key}.input_file.name": in_name.text if in_name else None,
+               f"{key}.output_file": out_file if out_file != STDOUT else None}
+    for where, name in literal.items():
+        if name is not None and name in links:
+            raise ConfigError(where, f"{name!r} is also a link_files name; a run would write "
+                              "or read the linked file instead")
+
+
+def _read_confinement(study: Mapping[str, Any], options: Mapping[str, Any], root: Path,
+                      key: str) -> tuple[str, list[Path]]:
+    """``simulator.confine`` resolved (module :mod:`~simcalib.simulators.confine`)
+    and ``options.writable``: paths a confined run may also write beneath."""
+    spec = study.get("simulator") if isinstance(study.get("simulator"), Mapping) else {}
+    ckey = key.removesuffix(".options") + ".confine"
+    mode = confine.resolve_mode(spec.get("confine"), ckey)  # type: ignore[union-attr]
+    raw = options.get("writable") or []
+    if not isinstance(raw, list) or not all(isinstance(p, str) and p for p in raw):
+        raise ConfigError(f"{key}.writable", "must be a list of paths (directories or files "
+                          f"a confined run may write to), got {raw!r}")
+    writable = []
+    for p in raw:
+        path = Path(p).expanduser()
+        writable.append((path if path.is_absolute() else root / path).resolve())
+    return mode, writable
 
 
 def _dry_render(sim: CommandSimulator, key: str) -> None:

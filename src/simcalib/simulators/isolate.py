@@ -19,6 +19,7 @@ without cleaning up (SIGKILL).  Each worker loads the function itself from its
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing as mp
 import os
 import signal
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simcalib.simulators import strays
 from simcalib.simulators.base import (
     STATUS_ERROR,
     STATUS_OK,
@@ -43,6 +45,8 @@ from simcalib.simulators.base import (
     mask_seeds,
 )
 from simcalib.simulators.scratch import Watchdog, trap_sigterm
+
+log = logging.getLogger(__name__)
 
 STARTUP_S = 120.0  # a worker must import the function within this long
 MAX_START_FAILURES = 3  # workers dying before they are ready: give up on the batch
@@ -64,7 +68,8 @@ def worker_main(fd: int) -> None:
     from simcalib.simulators.pyfunc import PythonFunction, load_callable
 
     try:
-        sim = PythonFunction(load_callable(spec, "function", path), outputs, options)
+        sim = PythonFunction(load_callable(spec, "function", path), outputs, options,
+                             record=False)
     except Exception as exc:
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
@@ -87,8 +92,10 @@ class _Slot:
     def __init__(self, args: tuple, watchdog: Watchdog) -> None:
         self.conn, child = mp.Pipe()
         fd = child.fileno()
-        self.proc = subprocess.Popen([sys.executable, "-m", "simcalib.simulators.isolate",
-                                      str(fd)], pass_fds=(fd,), start_new_session=True)
+        with strays.spawning() as registry:  # the job's own child, not an orphan
+            self.proc = subprocess.Popen([sys.executable, "-m", "simcalib.simulators.isolate",
+                                          str(fd)], pass_fds=(fd,), start_new_session=True)
+            registry.add(self.proc.pid)
         child.close()
         self.watchdog = watchdog
         watchdog.add_group(self.proc.pid)
@@ -111,6 +118,7 @@ class _Slot:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and anything it started
         self.proc.wait()
+        strays.forget(self.proc.pid)
         self.watchdog.drop_group(self.proc.pid)
         self.conn.close()
         self.dead = True
@@ -123,6 +131,80 @@ def _death(rc: int | None) -> str:
         except ValueError:
             return f"killed by signal {-rc}"
     return f"exited with status {rc}"
+
+
+class _Run:
+    """One batch of rows on a pool of worker slots (:meth:`IsolatedPython.run_raw`)."""
+
+    def __init__(self, sim: IsolatedPython, inputs: pd.DataFrame, seeds: np.ndarray,
+                 watchdog: Watchdog, since: int) -> None:
+        self.sim, self.inputs, self.seeds = sim, inputs, seeds
+        self.args = (sim.spec, sim.path, sim.outputs, sim.options)
+        self.watchdog, self.since = watchdog, since
+        self.todo = deque(range(len(inputs)))
+        self.results: list[dict[str, Any] | None] = [None] * len(inputs)
+        self.slots: list[_Slot] = []
+        self.start_failures = 0
+
+    def new_slot(self) -> _Slot:
+        return _Slot(self.args, self.watchdog)
+
+    def busy(self) -> bool:
+        return bool(self.todo) or any(s.pos is not None for s in self.slots)
+
+    def dispatch(self) -> None:
+        """Hand the next rows to the ready, idle workers."""
+        for s in self.slots:
+            if s.ready and not s.dead and s.pos is None and self.todo:
+                s.pos = self.todo.popleft()
+                s.deadline = time.monotonic() + self.sim.timeout
+                s.conn.send((s.pos, self.inputs.iloc[[s.pos]], int(self.seeds[s.pos])))
+
+    def collect(self, i: int, s: _Slot, outcome: tuple[str, Any] | None) -> None:
+        """Act on what slot ``i`` did: ready, a result, a load failure, death or timeout."""
+        if outcome is None:
+            return
+        kind, value = outcome
+        if kind == "ready":
+            s.ready = True
+        elif kind == "result":
+            pos, res = value
+            self.results[pos] = {"status": STATUS_OK, "message": "", **res}
+            s.pos = None
+        elif kind == "failed":  # the function cannot be loaded: no row can run
+            s.stop(kill=True)
+            for p in [*([s.pos] if s.pos is not None else []), *self.todo]:
+                self.results[p] = {"status": STATUS_ERROR, "message":
+                                   f"worker could not load the function: {value}"}
+            self.todo.clear()
+        else:
+            self._replace(i, s, value)
+
+    def _replace(self, i: int, s: _Slot, value: dict[str, Any]) -> None:
+        """A worker died or timed out: record its row, start a fresh worker (or give
+        up after MAX_START_FAILURES workers died before they were ready)."""
+        s.stop(kill=True)
+        if s.pos is not None:
+            self.results[s.pos] = value
+        else:
+            self.start_failures += 1
+        if self.start_failures >= MAX_START_FAILURES:
+            for p in self.todo:
+                self.results[p] = {**value, "message": f"{value['message']} "
+                                   f"({self.start_failures} workers failed to start)"}
+            self.todo.clear()
+        elif self.todo:
+            self.slots[i] = self.new_slot()
+
+    def close(self) -> None:
+        """Stop every worker, kill what they left (orphans re-parented to the job)."""
+        for s in self.slots:
+            s.stop(kill=s.pos is not None or not s.ready)
+        self.watchdog.close()
+        left = strays.sweep(self.since)
+        if left:
+            log.warning("%s: worker processes left %d process(es) behind (re-parented to the "
+                        "job); killed %s", self.sim.key, len(left), left[:5])
 
 
 class IsolatedPython:
@@ -163,72 +245,36 @@ class IsolatedPython:
 
     def run_raw(self, inputs: pd.DataFrame, seeds: np.ndarray,
                 threads: int = 1) -> list[dict[str, Any]]:
-        """One raw result dict per row, in order."""
+        """One raw result dict per row, in order: start the workers, then, until every
+        row has a result, hand rows to idle workers (dispatch), wait, and take what
+        each worker did (collect)."""
         seeds = mask_seeds(seeds, self.seed_bits)
         if len(seeds) != len(inputs):
             raise ValueError(f"{len(seeds)} seeds for {len(inputs)} rows")
         n = len(inputs)
-        results: list[dict[str, Any] | None] = [None] * n
         if n == 0:
             return []
-        args = (self.spec, self.path, self.outputs, self.options)
-        todo = deque(range(n))
-        watchdog = Watchdog()
+        strays.enable_subreaper()
+        batch = _Run(self, inputs, seeds, Watchdog(), strays.now_ticks())
         restore = trap_sigterm()
-        slots: list[_Slot] = []
-        start_failures = 0
         try:
-            slots = [_Slot(args, watchdog) for _ in range(max(1, min(int(threads), n)))]
-            while todo or any(s.pos is not None for s in slots):
-                for s in slots:
-                    if s.ready and not s.dead and s.pos is None and todo:
-                        s.pos = todo.popleft()
-                        s.deadline = time.monotonic() + self.timeout
-                        s.conn.send((s.pos, inputs.iloc[[s.pos]], int(seeds[s.pos])))
-                live = [s for s in slots if not s.dead and (s.pos is not None or not s.ready)]
+            batch.slots = [batch.new_slot() for _ in range(max(1, min(int(threads), n)))]
+            while batch.busy():
+                batch.dispatch()
+                live = [s for s in batch.slots
+                        if not s.dead and (s.pos is not None or not s.ready)]
                 if not live:
                     break
                 left = min(s.deadline for s in live) - time.monotonic()
                 wait([s.conn for s in live], timeout=max(0.0, left))
-                for i, s in enumerate(slots):
-                    if s.dead:
-                        continue
-                    outcome = self._check(s)
-                    if outcome is None:
-                        continue
-                    kind, value = outcome
-                    if kind == "ready":
-                        s.ready = True
-                    elif kind == "result":
-                        pos, res = value
-                        results[pos] = {"status": STATUS_OK, "message": "", **res}
-                        s.pos = None
-                    elif kind == "failed":  # the function cannot be loaded: no row can run
-                        s.stop(kill=True)
-                        for p in [*([s.pos] if s.pos is not None else []), *todo]:
-                            results[p] = {"status": STATUS_ERROR, "message":
-                                          f"worker could not load the function: {value}"}
-                        todo.clear()
-                    else:  # died or timed out: record its row, start a fresh worker
-                        s.stop(kill=True)
-                        if s.pos is not None:
-                            results[s.pos] = value
-                        else:
-                            start_failures += 1
-                        if start_failures >= MAX_START_FAILURES:
-                            for p in todo:
-                                results[p] = {**value, "message": f"{value['message']} "
-                                              f"({start_failures} workers failed to start)"}
-                            todo.clear()
-                        elif todo:
-                            slots[i] = _Slot(args, watchdog)
+                for i, s in enumerate(batch.slots):
+                    if not s.dead:
+                        batch.collect(i, s, self._check(s))
         finally:
-            for s in slots:
-                s.stop(kill=s.pos is not None or not s.ready)
+            batch.close()
             restore()
-            watchdog.close()
         return [r if r is not None else {"status": STATUS_ERROR, "message": "no result"}
-                for r in results]
+                for r in batch.results]
 
     def _check(self, s: _Slot) -> tuple[str, Any] | None:
         """What happened to slot ``s``: a message, its death, its timeout, or

@@ -3,15 +3,26 @@
 The function receives a DataFrame of input rows (and, if it accepts them, the
 ``seeds`` array and the ``options`` dict) and returns a DataFrame (or a dict of
 arrays) with one column per output; ``status``/``message`` columns are optional.
-An exception inside the function fails the whole batch, so it is caught and every
-row of that batch gets status ``error`` with the exception text: failures are
-data, not crashes.
+
+An exception inside the function is data, not a crash.  Why batches are retried:
+the design calls the function one row at a time, but a strategy's proposals and the
+Python API call it on batches, and one row that raises would otherwise fail every
+row of its batch with that row's message (issue 41: 13 of 22 failed ``sequential``
+runs were feasible points carrying a batch-mate's error).  So a batch that raises is
+called again row by row, each row with its own seed: only the rows that raise fail,
+each with its own ``Type: message``.  A function that is not row-independent (a
+batch statistic) gives row-alone results for that batch; the log says it was retried.
+
+Each call is registered with :mod:`simcalib.simulators.inflight` (the heartbeat
+lines of a hang, the notice when the job dies during a run).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import logging
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -32,10 +43,13 @@ from simcalib.simulators.base import (
     register,
     seed_bits_option,
 )
+from simcalib.simulators.inflight import DEFAULT_HEARTBEAT_S, flight
 from simcalib.simulators.isolate import IsolatedPython
 
+log = logging.getLogger(__name__)
+
 ALLOWED = {"function": None, "outputs": None, "options": None, "path": None, "isolate": False,
-           "timeout": None, "seed_bits": 63}
+           "timeout": None, "seed_bits": 63, "heartbeat": DEFAULT_HEARTBEAT_S}
 DEFAULT_TIMEOUT_S = 600.0
 
 
@@ -71,12 +85,15 @@ def load_callable(spec: str, key: str, path: str | None = None) -> Callable[...,
 class PythonFunction:
     def __init__(self, fn: Callable[..., Any], outputs: list[str],
                  options: Mapping[str, Any], key: str = "simulator.options",
-                 seed_bits: int = 63) -> None:
+                 seed_bits: int = 63, heartbeat: float = DEFAULT_HEARTBEAT_S,
+                 record: bool = True) -> None:
         self.fn = fn
+        self.record = record  # False in an isolated worker: its parent watches it
         self.seed_bits = seed_bits
         self.key = key
         self.outputs = outputs
         self.options = dict(options)
+        self.heartbeat = float(heartbeat)
         params = inspect.signature(fn).parameters
         self._takes_seeds = "seeds" in params
         self._takes_options = "options" in params
@@ -86,24 +103,50 @@ class PythonFunction:
                         f"{self.key}.function")
 
     def _call(self, inputs: pd.DataFrame, seeds: np.ndarray) -> pd.DataFrame:
-        """The function's raw result with the inputs' index, or an ``error`` row per
-        input when it raises."""
+        """The function's raw result with the inputs' index; a batch that raises is
+        retried row by row (only the rows that raise become ``error`` rows)."""
+        seeds = np.asarray(seeds)
+        with self._flight(inputs):
+            try:
+                return self._attempt(inputs, seeds)
+            except Exception as exc:  # failures are data
+                if len(inputs) == 1:
+                    return _error_rows(inputs.index, exc)
+                first = _describe(exc)
+        log.info("%s.function raised on a batch of %d rows (%s); retrying row by row",
+                 self.key, len(inputs), first)
+        parts = [self._one(inputs.iloc[[i]], seeds[i:i + 1]) for i in range(len(inputs))]
+        # each part finalized alone: an ok row's frame has no status column of its own
+        return pd.concat([finalize(p, self.outputs, p.index, f"{self.key}.function")
+                          for p in parts])
+
+    def _one(self, row: pd.DataFrame, seed: np.ndarray) -> pd.DataFrame:
+        with self._flight(row):
+            try:
+                return self._attempt(row, seed)
+            except Exception as exc:
+                return _error_rows(row.index, exc)
+
+    def _attempt(self, inputs: pd.DataFrame, seeds: np.ndarray) -> pd.DataFrame:
         kwargs: dict[str, Any] = {}
         if self._takes_seeds:
             kwargs["seeds"] = mask_seeds(seeds, self.seed_bits)
         if self._takes_options:
             kwargs["options"] = self.options
-        try:
-            raw = self.fn(inputs.copy(), **kwargs)
-            res = pd.DataFrame(raw)
-            if len(res) != len(inputs):
-                raise ValueError(f"returned {len(res)} rows for {len(inputs)} inputs")
-            res.index = inputs.index
-        except Exception as exc:  # failures are data
-            tail = traceback.format_exc(limit=2).strip().splitlines()[-1]
-            res = pd.DataFrame({"status": STATUS_ERROR, "message": f"{type(exc).__name__}: {tail}"},
-                               index=inputs.index)
+        res = pd.DataFrame(self.fn(inputs.copy(), **kwargs))
+        if len(res) != len(inputs):
+            raise ValueError(f"returned {len(res)} rows for {len(inputs)} inputs")
+        res.index = inputs.index
         return res
+
+    def _flight(self, inputs: pd.DataFrame) -> contextlib.AbstractContextManager[None]:
+        return (flight(self._label(inputs), self.heartbeat) if self.record
+                else contextlib.nullcontext())
+
+    def _label(self, inputs: pd.DataFrame) -> str:
+        ids = [str(i) for i in inputs.index[:6]]
+        more = f" ... ({len(inputs)} runs)" if len(inputs) > 6 else ""
+        return f"{self.key}.function: {inputs.index.name or 'row'} {', '.join(ids)}{more}"
 
     def program_files(self) -> list[Path]:
         """The function's source file (hashed into the chunk journal's fingerprint)."""
@@ -121,6 +164,27 @@ class PythonFunction:
         return finalize(raw, self.outputs, inputs.index[:1], f"{self.key}.function")
 
 
+def _describe(exc: BaseException) -> str:
+    """``'ValueError: R0=0.58 < 1.2'``: the exception's type once, then its text."""
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+def _error_rows(index: pd.Index, exc: BaseException) -> pd.DataFrame:
+    return pd.DataFrame({"status": STATUS_ERROR, "message": _describe(exc)}, index=index)
+
+
+def _read_timeout(timeout: Any, isolate: bool, key: str) -> float | None:
+    if timeout is None:
+        return None
+    if not isolate:
+        raise ConfigError(f"{key}.timeout", "a per-row timeout needs 'isolate: true' (a "
+                          "function running inside the job cannot be stopped)")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigError(f"{key}.timeout",
+                          f"must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
 @register("python")
 def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any:
     """``PythonFunction``, or with ``isolate: true`` an
@@ -136,14 +200,7 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any
     isolate = options.get("isolate", False)
     if not isinstance(isolate, bool):
         raise ConfigError(f"{key}.isolate", f"must be true or false, got {isolate!r}")
-    timeout = options.get("timeout")
-    if timeout is not None:
-        if not isolate:
-            raise ConfigError(f"{key}.timeout", "a per-row timeout needs 'isolate: true' (a "
-                              "function running inside the job cannot be stopped)")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-            raise ConfigError(f"{key}.timeout",
-                              f"must be a positive number of seconds, got {timeout!r}")
+    timeout = _read_timeout(options.get("timeout"), isolate, key)
     if isolate and callable(options["function"]):
         raise ConfigError(f"{key}.isolate", "an isolated function is imported in its worker "
                           "process: give it as 'package.module:function', not as an object")
@@ -152,9 +209,13 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any
           else load_callable(str(options["function"]), f"{key}.function", options.get("path")))
     fn_options = options.get("options") or {}
     bits = seed_bits_option(options, key, ALLOWED["seed_bits"])
+    beat = options.get("heartbeat", ALLOWED["heartbeat"])
+    if isinstance(beat, bool) or not isinstance(beat, int | float) or beat < 0:
+        raise ConfigError(f"{key}.heartbeat", "must be a number of seconds >= 0 (0: no "
+                          f"heartbeat lines), got {beat!r}")
     if isolate:
         path = options.get("path")
         return IsolatedPython(str(options["function"]),
                               str(Path(path).resolve()) if path else None, outputs,
                               fn_options, float(timeout or DEFAULT_TIMEOUT_S), key, bits)
-    return PythonFunction(fn, outputs, fn_options, key, bits)
+    return PythonFunction(fn, outputs, fn_options, key, bits, float(beat))

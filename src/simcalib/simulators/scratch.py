@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from simcalib.errors import ConfigError
+from simcalib.simulators import strays
 
 RESERVED_PREFIX = ".simcalib"
 
@@ -172,6 +173,7 @@ $1 == "+g" { g[$2] = 1; next }
 $1 == "-g" { delete g[$2]; next }
 $1 == "+d" { d[substr($0, 4)] = 1; next }
 $1 == "-d" { delete d[substr($0, 4)]; next }
+$1 == "+e" { e[substr($0, 4)] = 1; next }
 $1 == "q" { clean = 1; exit }
 END {
   if (clean) exit 0
@@ -183,17 +185,19 @@ END {
     q = x; gsub(/'/, "'\\''", q)
     system("chmod -R u+rwx '" q "' 2>/dev/null; rm -rf '" q "'")
   }
+  for (x in e) { q = x; gsub(/'/, "'\\''", q); system("rmdir '" q "' 2>/dev/null") }
 }
 """
 WATCHDOG_PY = r"""
 import os, shutil, signal, sys, time
-groups, dirs, clean = set(), set(), False
+groups, dirs, empty, clean = set(), set(), set(), False
 for line in sys.stdin:
     op, _, arg = line.rstrip("\n").partition(" ")
     if op == "+g": groups.add(int(arg))
     elif op == "-g": groups.discard(int(arg))
     elif op == "+d": dirs.add(arg)
     elif op == "-d": dirs.discard(arg)
+    elif op == "+e": empty.add(arg)
     elif op == "q": clean = True; break
 if not clean:
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -207,6 +211,9 @@ if not clean:
                 try: os.chmod(os.path.join(root, n), 0o700)
                 except OSError: pass
         shutil.rmtree(d, ignore_errors=True)
+    for d in empty:
+        try: os.rmdir(d)
+        except OSError: pass
 """
 
 
@@ -225,10 +232,12 @@ class Watchdog:
         self._lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         try:
-            self.proc = subprocess.Popen(
-                watchdog_argv(grace),
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True, text=True)
+            with strays.spawning() as registry:  # the job's own child, not an orphan
+                self.proc = subprocess.Popen(
+                    watchdog_argv(grace),
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    start_new_session=True, close_fds=True, text=True)
+                registry.add(self.proc.pid)
         except OSError:
             self.proc = None  # no watchdog: interrupts are still handled in-process
 
@@ -251,6 +260,11 @@ class Watchdog:
     def drop_dir(self, path: Path) -> None:
         self._send(f"-d {path}")
 
+    def add_parent(self, path: Path) -> None:
+        """Remove ``path`` too if the job dies, but only once it is empty (it may hold
+        a kept failed run's directory)."""
+        self._send(f"+e {path}")
+
     def close(self) -> None:
         """The batch ended (normally or by an exception it handled): the watchdog
         exits without touching anything."""
@@ -264,6 +278,7 @@ class Watchdog:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        strays.forget(self.proc.pid)
         self.proc = None
 
 

@@ -33,6 +33,7 @@ import pandas as pd
 
 from simcalib.errors import DataError
 from simcalib.seeds import rng, row_seeds
+from simcalib.simulators import strays
 from simcalib.simulators.base import result_columns
 from simcalib.study.journal import Journal, fingerprint, program_digest
 from simcalib.study.model import Study
@@ -102,7 +103,8 @@ def simulate_rows(study: Study, rows: pd.DataFrame, seed: int, stream: str = "si
     t0 = time.perf_counter()
     # the row ids travel as the index, so an external command sees its global run id
     batch = rows[study.input_names].set_axis(pd.Index(rows[id_column].to_numpy(), name=id_column))
-    res = study.simulator.run(batch, seeds, threads).reset_index(drop=True)
+    with strays.scope(f"{study.name}: the simulator"):  # none outlives its runs
+        res = study.simulator.run(batch, seeds, threads).reset_index(drop=True)
     dt = time.perf_counter() - t0
     out = pd.concat([rows.reset_index(drop=True),
                      res[result_columns(study.simulator, study.outputs)]],
@@ -240,141 +242,192 @@ def run_chunk(study: Study, rows: pd.DataFrame, seed: int, threads: int = 1,
     Runs already in the journal (written under the same settings) are taken from
     it.  At most ``threads`` runs are in flight, so a kill loses at most that many.
     Returns the rows with outputs/status/message (in ``rows`` order) and the
-    chunk's summary (:func:`chunk_summary` plus ``resumed`` and ``cpu_seconds``)."""
-    label = label or study.name
-    missing = [c for c in study.input_names if c not in rows.columns]
-    if missing:
-        raise DataError("design", f"missing input column(s) {missing}")
-    ids = rows[id_column].to_numpy(dtype=np.int64)
-    seeds = row_seeds(seed, f"{stream}:{study.name}", ids)
-    inputs = rows[study.input_names].set_axis(pd.Index(ids, name=id_column))
-    # outputs, their <output>_sd spread under replicates, status, message
-    cols = result_columns(study.simulator, study.outputs)
-    done: dict[int, dict[str, Any]] = {}
-    jr = None
-    if journal is not None:
+    chunk's summary (:func:`chunk_summary` plus ``resumed`` and ``cpu_seconds``).
+
+    By stage: prepare (:class:`_Chunk`: seeds, journal, what is left to do), dispatch
+    (the probe run, then the rest on a thread pool), collect (the frame and summary)."""
+    chunk = _Chunk(study, rows, seed, threads, journal, label or study.name, progress_s,
+                   stream, id_column)
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
+    # whatever any simulator (an in-process function too) left running dies here
+    with strays.scope(f"{chunk.label}: the simulator"):
+        chunk.dispatch()
+    chunk.progress.maybe_log(force=True)
+    return chunk.collect(time.perf_counter() - t0, cpu_seconds() - cpu0)
+
+
+class _Chunk:
+    """The state of one :func:`run_chunk` call."""
+
+    def __init__(self, study: Study, rows: pd.DataFrame, seed: int, threads: int,
+                 journal: str | Path | None, label: str, progress_s: float, stream: str,
+                 id_column: str) -> None:
+        missing = [c for c in study.input_names if c not in rows.columns]
+        if missing:
+            raise DataError("design", f"missing input column(s) {missing}")
+        self.study, self.rows, self.label, self.id_column = study, rows, label, id_column
+        self.ids = rows[id_column].to_numpy(dtype=np.int64)
+        self.seeds = row_seeds(seed, f"{stream}:{study.name}", self.ids)
+        self.inputs = rows[study.input_names].set_axis(pd.Index(self.ids, name=id_column))
+        # outputs, their <output>_sd spread under replicates, status, message
+        self.cols = result_columns(study.simulator, study.outputs)
+        self.jr: Journal | None = None
+        self.done: dict[int, dict[str, Any]] = {}
+        if journal is not None:
+            self._open_journal(journal, seed, stream)
+        self.resumed = len(self.done)
+        self.todo = [pos for pos in range(len(self.ids)) if int(self.ids[pos]) not in self.done]
+        self.sim = study.simulator
+        self.workers = self._workers(threads)
+        self.progress = Progress(label, len(self.ids), self.resumed, progress_s)
+        for rec in self.done.values():
+            self.progress.add(str(rec.get("status")))
+        if self.resumed:
+            log.info("%s: resuming: %d of %d runs already done (journal %s)", label,
+                     self.resumed, len(self.ids), journal)
+        self.stop = threading.Event()
+
+    # ---- prepare ------------------------------------------------------------
+    def _open_journal(self, journal: str | Path, seed: int, stream: str) -> None:
         # what decides a run's numbers: the simulator and the input space (the rows
         # themselves are hashed too); not design.threads, chunk_size or anything later
+        study = self.study
         fp = fingerprint(study.name, {k: study.cfg.get(k) for k in FINGERPRINT_KEYS}, seed,
-                         stream, rows[[id_column, *study.input_names]],
+                         stream, self.rows[[self.id_column, *study.input_names]],
                          program_digest(study.simulator))
-        jr, held = Journal.open(journal, fp, id_column)
-        wanted = set(ids.tolist())
-        done = {k: v for k, v in held.items() if k in wanted}
-    resumed = len(done)
-    todo = [pos for pos in range(len(ids)) if int(ids[pos]) not in done]
-    sim = study.simulator
-    workers = 1
-    if concurrent_calls(study.cfg):  # a command's max_parallel caps design.threads
-        cap = getattr(sim, "max_parallel", None) or int(threads or 1)
-        workers = max(1, min(int(threads or 1), int(cap), len(todo) or 1))
-    progress = Progress(label, len(ids), resumed, progress_s)
-    for rec in done.values():
-        progress.add(str(rec.get("status")))
-    if resumed:
-        log.info("%s: resuming: %d of %d runs already done (journal %s)", label, resumed,
-                 len(ids), journal)
-    stop = threading.Event()
+        self.jr, held = Journal.open(journal, fp, self.id_column)
+        wanted = set(self.ids.tolist())
+        self.done = {k: v for k, v in held.items() if k in wanted}
 
-    def one(pos: int, probe: bool = False) -> dict[str, Any] | None:
-        if stop.is_set():
+    def _workers(self, threads: int) -> int:
+        if not concurrent_calls(self.study.cfg):
+            return 1
+        cap = getattr(self.sim, "max_parallel", None) or int(threads or 1)
+        # a command's max_parallel caps design.threads
+        return max(1, min(int(threads or 1), int(cap), len(self.todo) or 1))
+
+    # ---- one run ------------------------------------------------------------
+    def one(self, pos: int, probe: bool = False) -> dict[str, Any] | None:
+        if self.stop.is_set():
             return None
         # the call's frame is named after the run, so a fatal signal's traceback
         # (faulthandler, enabled by the CLI) says which runs were in flight
-        res = in_flight(f"{id_column}_{int(ids[pos])}")(sim.run, inputs.iloc[[pos]],
-                                                         seeds[pos:pos + 1], 1)
-        rec = {id_column: int(ids[pos]), **{c: res[c].iloc[0] for c in cols}}
+        run_id = int(self.ids[pos])
+        res = in_flight(f"{self.id_column}_{run_id}")(self.sim.run, self.inputs.iloc[[pos]],
+                                                      self.seeds[pos:pos + 1], 1)
+        rec = {self.id_column: run_id, **{c: res[c].iloc[0] for c in self.cols}}
         rec["status"], rec["message"] = str(rec["status"]), str(rec["message"])
-        if stop.is_set():
+        if self.stop.is_set():
             return None  # finished because it was killed: not a result
         # a failed probe stops the chunk as a setup error: it is no finished run, and
         # journaling it would hand the stale row back after the user fixed the program
-        if jr is not None and not (probe and rec["status"] in SETUP_FAILURES):
-            jr.append(rec)
+        if self.jr is not None and not (probe and rec["status"] in SETUP_FAILURES):
+            self.jr.append(rec)
         return rec
 
-    t0, cpu0 = time.perf_counter(), cpu_seconds()
-    probe = bool(todo) and not any(r.get("status") == "ok" for r in done.values())
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="simcalib-run")
-    pending: set[Future[dict[str, Any] | None]] = set()
-    try:
-        with _sigterm_as_exit():
-            try:
-                if probe:
-                    fut0 = pool.submit(one, todo.pop(0), True)
-                    pending = {fut0}
-                    rec = _wait_one(fut0)
-                    if rec is not None and rec["status"] in SETUP_FAILURES:
-                        # a second probe tells wrong output settings (it fails the same
-                        # way) from an input that made the program omit an output
-                        second = None
-                        if todo:
-                            fut1 = pool.submit(one, todo.pop(0), True)
-                            pending = {fut1}
-                            second = _wait_one(fut1)
-                        if second is None or second["status"] != "ok":
-                            also = ("" if second is None else f"; the second ({id_column} "
-                                    f"{second[id_column]}) failed too, with "
-                                    f"{second['status']}")
-                            raise DataError(label, f"the first run ({id_column} "
-                                            f"{rec[id_column]}) failed with {rec['status']}: "
-                                            f"{rec['message']}{also}. The study's output "
-                                            "settings are probably wrong (simulator.options); "
-                                            "no other run was started")
-                        log.warning("%s: the first run (%s %s) failed with %s: %s; the second "
-                                    "(%s %s) parsed fine, so the failure depends on the "
-                                    "input, not on the output settings (continuing)", label,
-                                    id_column, rec[id_column], rec["status"], rec["message"],
-                                    id_column, second[id_column])
-                        if jr is not None:
-                            jr.append(rec)
-                        done[int(rec[id_column])] = rec
-                        progress.add(rec["status"])
-                        rec = second
-                    if rec is not None:
-                        done[int(rec[id_column])] = rec
-                        progress.add(rec["status"])
-                        if rec["status"] == "ok":
-                            log.info("%s: first run ok, its outputs parse", label)
-                        else:
-                            log.warning("%s: first run failed with %s: %s (continuing)", label,
-                                        rec["status"], rec["message"])
-                pending = {pool.submit(one, pos) for pos in todo}
-                while pending:
-                    finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        rec = fut.result()
-                        if rec is not None:
-                            done[int(rec[id_column])] = rec
-                            progress.add(rec["status"])
-                    if jr is not None:
-                        jr.sync()
-                    progress.maybe_log()
-            except BaseException:
-                stop.set()
-                for fut in pending:
-                    fut.cancel()
-                while True:  # kill what is in flight until every worker has returned
-                    _cancel(sim)
-                    _, running = wait(pending, timeout=0.5)
-                    if not running:
-                        break
-                    pending = set(running)
-                raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if jr is not None:
-            jr.close()
-    progress.maybe_log(force=True)
-    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
-    res = pd.DataFrame([done[int(i)] for i in ids], columns=[id_column, *cols])
-    out = pd.concat([rows.reset_index(drop=True), res[cols]], axis=1)
-    for o in study.outputs:
-        out[o] = pd.to_numeric(out[o], errors="coerce").astype(float)
-    out["message"] = _text(out["message"])
-    summary = chunk_summary(out, seconds, cpu)
-    summary["resumed"] = resumed
-    return out, summary
+    def record(self, rec: dict[str, Any]) -> None:
+        self.done[int(rec[self.id_column])] = rec
+        self.progress.add(rec["status"])
+
+    # ---- dispatch -----------------------------------------------------------
+    def dispatch(self) -> None:
+        """The probe, then every other run; on an interrupt, kill what is in flight."""
+        probe = bool(self.todo) and not any(r.get("status") == "ok"
+                                            for r in self.done.values())
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="simcalib-run")
+        self.pending: set[Future[dict[str, Any] | None]] = set()
+        try:
+            with _sigterm_as_exit():
+                try:
+                    if probe:
+                        self._probe(pool)
+                    self._run_rest(pool)
+                except BaseException:
+                    self._interrupt()
+                    raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            if self.jr is not None:
+                self.jr.close()
+
+    def _submit_one(self, pool: ThreadPoolExecutor) -> dict[str, Any] | None:
+        fut = pool.submit(self.one, self.todo.pop(0), True)
+        self.pending = {fut}
+        return _wait_one(fut)
+
+    def _probe(self, pool: ThreadPoolExecutor) -> None:
+        """The first run goes alone: wrong output settings fail in one run (a second
+        run tells them from an input that made the program omit an output)."""
+        rec = self._submit_one(pool)
+        if rec is not None and rec["status"] in SETUP_FAILURES:
+            second = self._submit_one(pool) if self.todo else None
+            if second is None or second["status"] != "ok":
+                self._setup_error(rec, second)
+            log.warning("%s: the first run (%s %s) failed with %s: %s; the second "
+                        "(%s %s) parsed fine, so the failure depends on the "
+                        "input, not on the output settings (continuing)", self.label,
+                        self.id_column, rec[self.id_column], rec["status"], rec["message"],
+                        self.id_column, second[self.id_column])
+            if self.jr is not None:
+                self.jr.append(rec)
+            self.record(rec)
+            rec = second
+        if rec is None:
+            return
+        self.record(rec)
+        if rec["status"] == "ok":
+            log.info("%s: first run ok, its outputs parse", self.label)
+        else:
+            log.warning("%s: first run failed with %s: %s (continuing)", self.label,
+                        rec["status"], rec["message"])
+
+    def _setup_error(self, rec: dict[str, Any], second: dict[str, Any] | None) -> None:
+        idc = self.id_column
+        also = ("" if second is None else f"; the second ({idc} {second[idc]}) failed too, "
+                f"with {second['status']}")
+        raise DataError(self.label, f"the first run ({idc} {rec[idc]}) failed with "
+                        f"{rec['status']}: {rec['message']}{also}. The study's output "
+                        "settings are probably wrong (simulator.options); no other run "
+                        "was started")
+
+    def _run_rest(self, pool: ThreadPoolExecutor) -> None:
+        self.pending = {pool.submit(self.one, pos) for pos in self.todo}
+        while self.pending:
+            finished, self.pending = wait(self.pending, timeout=0.5,
+                                          return_when=FIRST_COMPLETED)
+            for fut in finished:
+                rec = fut.result()
+                if rec is not None:
+                    self.record(rec)
+            if self.jr is not None:
+                self.jr.sync()
+            self.progress.maybe_log()
+
+    def _interrupt(self) -> None:
+        """No new runs; kill what is in flight until every worker has returned."""
+        self.stop.set()
+        for fut in self.pending:
+            fut.cancel()
+        pending = self.pending
+        while True:
+            _cancel(self.sim)
+            _, running = wait(pending, timeout=0.5)
+            if not running:
+                break
+            pending = set(running)
+
+    # ---- collect ------------------------------------------------------------
+    def collect(self, seconds: float, cpu: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+        cols = self.cols
+        res = pd.DataFrame([self.done[int(i)] for i in self.ids],
+                           columns=[self.id_column, *cols])
+        out = pd.concat([self.rows.reset_index(drop=True), res[cols]], axis=1)
+        for o in self.study.outputs:
+            out[o] = pd.to_numeric(out[o], errors="coerce").astype(float)
+        out["message"] = _text(out["message"])
+        summary = chunk_summary(out, seconds, cpu)
+        summary["resumed"] = self.resumed
+        return out, summary
 
 
 def _wait_one(fut: Future[dict[str, Any] | None]) -> dict[str, Any] | None:
