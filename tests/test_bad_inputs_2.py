@@ -328,6 +328,7 @@ echo 'y: 1'
 """)
     sim = command_build.build({"command": ["/bin/sh", str(prog)], "output_file": "-",
                                "outputs": ["y"], "workdir": str(tmp_path / "w"),
+                               "writable": [str(tmp_path)],
                                "timeout": 30}, {"parameters": {"x": {}}}, "k")
     res = sim.run(pd.DataFrame({"x": [1.0]}), np.arange(1), threads=1)
     assert res["status"].tolist() == ["ok"], res["message"].tolist()
