@@ -70,6 +70,7 @@ is passed on: :func:`~simcalib.simulators.base.finalize` turns the run into a
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -285,6 +286,11 @@ def read_series_observations(path: str | Path, specs: Mapping[str, SeriesSpec],
     p = Path(path)
     if not p.is_file():
         raise DataError(src, "observations file not found")
+    with open(p, newline="") as fh:  # pandas renames a repeated column ('cases.1')
+        header = [str(c).strip() for c in next(csv.reader(fh), [])]
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        raise DataError(src, f"column(s) {dup} appear more than once")
     try:
         # only an empty cell is "not observed"; 'nan' stays text and is reported
         df = pd.read_csv(p, keep_default_na=False, na_values=[""], index_col=False,
@@ -539,6 +545,12 @@ def from_command_csv(text: str, specs: Mapping[str, SeriesSpec],
     for name in specs:
         pts = np.asarray(points[name], dtype=float)
         v = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
+        text = np.isnan(v) & df[name].notna().to_numpy() & ~df[name].astype(str).str.strip(
+        ).str.lower().isin(["nan", "na", ""]).to_numpy()
+        if text.any():  # NaN is a failed run's value; text is a broken file
+            i = int(np.flatnonzero(text)[0])
+            raise DataError(source, f"column {name!r}, row {i + 1}: {df[name].iloc[i]!r} is "
+                            "not a number")
         vals = _curve_on_points(name, t, v, pts, source, index)
         out.update(zip(columns(name, pts), vals.tolist(), strict=True))
     return out
