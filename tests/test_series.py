@@ -273,3 +273,18 @@ def test_command_bad_outputs_name_the_file(reader, text, words):
     with pytest.raises(DataError) as exc:
         reader(text, ONE, POINTS, "runs/7/out")
     assert exc.value.source == "runs/7/out" and words in exc.value.message
+
+
+def test_a_nan_point_from_a_simulator_is_a_failed_run_not_a_crash():
+    """NaN in a simulated curve: finalize turns the run into nan_output naming the
+    point (failures are data); the other runs keep their curves."""
+    from simcalib.simulators.base import finalize
+
+    seq = pd.DataFrame({"cases": [list(CURVES[0]), [1.0, np.nan, 3, 4, 5], list(CURVES[2])],
+                        "status": "ok"}, index=RUNS)
+    wide = from_python(seq, RUNS, ONE, POINTS, "s.fn")
+    cols = [column("cases", t) for t in DAYS]
+    out = finalize(wide, cols, RUNS)
+    assert out["status"].tolist() == ["ok", "nan_output", "ok"]
+    assert "cases@2" in out["message"].iloc[1]
+    assert np.array_equal(out.loc[[10, 12], cols].to_numpy(), CURVES[[0, 2]])
