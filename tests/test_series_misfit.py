@@ -63,7 +63,7 @@ def test_lp_in_a_box_equals_brute_force():
     direct = np.sum(np.abs(B @ w + mu - z) / s)
     assert np.isclose(obj, direct, atol=1e-9) and np.isclose(mis.value(w)[0], direct)
     # and no point of a fine grid over the box does better
-    g = np.linspace(-1, 1, 801)
+    g = np.linspace(-1, 1, 401)
     grid = np.stack(np.meshgrid(g, g), axis=-1).reshape(-1, 2)
     vals = np.abs(grid @ B.T + mu - z) / s @ np.ones(len(z))
     assert vals.min() >= obj - 1e-9 and vals.min() - obj < 1e-2
