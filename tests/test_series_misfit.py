@@ -157,3 +157,26 @@ def test_misfit_on_a_relu_network_is_the_milp_objective():
     samples = np.random.default_rng(1).uniform(size=(20000, 3))
     assert f(samples).min() >= raw.objective - 1e-6
     assert f(x_true[None])[0] >= raw.objective - 1e-6
+
+
+def test_target_misfits_from_long_observations(tmp_path):
+    """Observations file -> per-target misfits on the basis: each target its own
+    points and sds; the misfit of the basis's mean curve computed by hand."""
+    from simcalib.metamodel.milp.series_misfit import target_misfits
+    from simcalib.study.series import SeriesSpec, read_series_observations
+
+    rng = np.random.default_rng(5)
+    y = rng.normal(size=(30, 2)) @ rng.normal(size=(2, 10)) + 1.0
+    basis = fit_basis(y, np.arange(1.0, 11.0), "cases", variance=0.999)
+    p = tmp_path / "obs.csv"
+    p.write_text("target_id,day,cases,sd_cases\n0,2,1.5,0.5\n0,4,0.5,0.25\n"
+                 "1,1,2.0,1.0\n1,3,,\n1,10,1.0,1.0\n")
+    obs = read_series_observations(p, {"cases": SeriesSpec("cases", "day")})
+    zero = np.zeros((1, basis.k))
+    m0 = target_misfits(obs.curves[0], {"cases": basis})[0]
+    want0 = abs(basis.mean[1] - 1.5) / 0.5 + abs(basis.mean[3] - 0.5) / 0.25
+    assert m0.points.tolist() == [2, 4] and np.isclose(m0.value(zero)[0], want0)
+    m1 = target_misfits(obs.curves[1], {"cases": basis})[0]
+    assert m1.points.tolist() == [1, 10] and m1.n_points == 2
+    with pytest.raises(DataError, match="no basis for it"):
+        target_misfits(obs.curves[0], {}, "obs.csv")

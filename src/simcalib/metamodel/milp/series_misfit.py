@@ -33,7 +33,7 @@ and no big-M, so the branch-and-bound tree is the network's alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -41,6 +41,7 @@ import numpy as np
 from simcalib.errors import DataError
 from simcalib.metamodel.basis import SeriesBasis
 from simcalib.metamodel.milp.formulation import INF, MILPModel
+from simcalib.study.series import Curve
 
 
 @dataclass(frozen=True)
@@ -146,3 +147,17 @@ def append_to_model(m: MILPModel, w_cols: np.ndarray, misfit: SeriesMisfit) -> n
         m.add_row(idx, np.concatenate([[1.0], -misfit.G[t]]), misfit.h[t], INF)
         m.add_row(idx, np.concatenate([[1.0], misfit.G[t]]), -misfit.h[t], INF)
     return e
+
+
+def target_misfits(curves: Mapping[str, Curve], bases: Mapping[str, SeriesBasis],
+                   source: str = "targets") -> list[SeriesMisfit]:
+    """One target's misfits, one per observed series (``SeriesObservations.curves[id]``):
+    its own points, values and sds against each series' basis; a DataError naming
+    ``source`` for a series without a basis."""
+    out = []
+    for name, curve in curves.items():
+        if name not in bases:
+            raise DataError(source, f"series {name!r} is observed but the metamodel has no "
+                            f"basis for it (bases: {sorted(bases)})")
+        out.append(misfit_from_basis(bases[name], curve.points, curve.values, curve.sd))
+    return out
