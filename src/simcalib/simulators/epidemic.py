@@ -107,6 +107,24 @@ symptomatic_attack_rate (all), sar_0_4, sar_5_18, sar_19_64 (adults 19-29 and 30
 together), sar_65plus, sar_pregnant_19_29, sar_pregnant_30_64,
 sar_highrisk_pregnant_19_29, sar_highrisk_pregnant_30_64.  FluTE's "age group 2 and 3"
 are its 0-based groups 2 = 19-29 and 3 = 30-64.
+
+Case curve (a series output, issue 42)
+--------------------------------------
+:data:`CURVE` (``cases``): the daily symptomatic onsets, as a fraction of the
+population, on day d = 1..``max_days`` (index :data:`CURVE_INDEX`, ``day``): the people
+whose latent period ends on day d and who are symptomatic (types u and A), averaged over
+the replicates like the nine outputs.  Day 1 holds the onsets of the initial infections
+(infected on day 0) with a one-day latent period; days after the epidemic has died out
+hold 0, so every run has the same ``max_days`` points.  When the run was not cut off by
+``max_days``, the points sum exactly to ``symptomatic_attack_rate`` (every symptomatic
+infection has had its onset).  Why onsets by day, daily: the epidemic curve by date of
+onset is what surveillance plots; the day is the model's own time step, so no
+aggregation is hidden in the simulator (weekly counts are sums of seven points, a
+choice that belongs to the study's series declaration); and an epidemic of the
+paper's R0 range lasts 40-200 days, so a daily curve has the 30-100 informative points
+a curve calibration needs, where a weekly one has 6-30.  The curve takes no random
+draw: the nine outputs of a seed are the same bits whether it is read or not (tested).
+How a series travels in a simulator's result: :mod:`simcalib.study.series`.
 """
 
 from __future__ import annotations
@@ -146,6 +164,10 @@ OUTPUTS: list[str] = [
     "sar_highrisk_pregnant_19_29",
     "sar_highrisk_pregnant_30_64",
 ]
+
+#: The series output: its name and its index (the observations' time column).
+CURVE = "cases"
+CURVE_INDEX = "day"
 
 # US population shares by FluTE age group (approximately the 2010 US census).
 _AGE_SHARES = (0.065, 0.188, 0.150, 0.465, 0.132)
@@ -447,8 +469,20 @@ class _Expected:
 
 def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
               rng: np.random.Generator | _Expected) -> np.ndarray:
-    """Run ``o.replicates`` replicates at once; return the (replicates, 9) outputs.
+    """Run ``o.replicates`` replicates at once; return the (replicates, 9) outputs."""
+    return _run(vals, o, rng)[0]
+
+
+def _run(vals: Mapping[str, float], o: EpidemicOptions,
+         rng: np.random.Generator | _Expected) -> tuple[np.ndarray, np.ndarray]:
+    """Run ``o.replicates`` replicates at once; return the (replicates, 9) outputs and
+    the (replicates, ``max_days``) case curve: symptomatic onsets on day d = 1..max_days
+    as a fraction of the population (0 after the epidemic has ended).
     With ``rng`` an :class:`_Expected`, one expected-value run (counts are floats).
+
+    The curve is read off the progression step that already happens (the latent people
+    leaving their last latent day in iteration t fall ill on day t + 1); it takes no
+    draw, so the nine outputs of a seed are the same bits whether or not it is read.
 
     Layout (all int64): ``sus`` (R, J, 2 + T_v) holds per stratum [S, V_0..V_{T_v-1}, P];
     ``prog`` (R, 5, 3, K_E + K_I) holds the latent then infectious day cohorts by age
@@ -484,6 +518,7 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
     w[1, KE + min(d_asc, KI):] = 1.0 - o.isolation_effect
     w[2, KE:] = o.asymptomatic_infectiousness
     asc_on_day = np.zeros((R, o.max_days + d_asc + 2))  # ascertainments by day
+    onsets = np.zeros((R, o.max_days))   # symptomatic onsets on day t + 1 (the curve)
 
     sus = np.zeros((R, J, TV + 2), dtype=count)
     sus[:, :, 0] = n
@@ -519,6 +554,7 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
         new_inf = inf.sum(axis=2)
         prog -= out
         onset = out[..., :KE].sum(axis=3)                               # (R, 5, 3)
+        onsets[:, t] = onset[:, :, :2].sum(axis=(1, 2))   # types u and A are symptomatic
         prog[..., 1:KE] = prog[..., : KE - 1]
         prog[..., KE + 1:] = prog[..., KE:-1]
         prog[..., KE] = onset   # cohort 0 is overwritten at the top of the next day
@@ -555,7 +591,7 @@ def _simulate(vals: Mapping[str, float], o: EpidemicOptions,
                 sus[:, :, 1] += hit   # column 1 is V_0, or P when T_v = 0
             campaign_left = bool((given.sum(axis=1) < willing.sum()).any())
 
-    return (cum_sym @ s.groups.T) / (s.groups @ s.n)[None, :]
+    return (cum_sym @ s.groups.T) / (s.groups @ s.n)[None, :], onsets / float(s.n.sum())
 
 
 def _rng(seed: int | np.integer, options: EpidemicOptions) -> np.random.Generator | _Expected:
@@ -591,26 +627,42 @@ def simulate_batch(inputs: pd.DataFrame, options: EpidemicOptions,
                    seeds: np.ndarray) -> pd.DataFrame:
     """One row of outputs per input row (same index), plus ``status``/``message``.
     Invalid rows give ``status="invalid_input"`` and NaN outputs, never an exception."""
+    return simulate_batch_curves(inputs, options, seeds)[0]
+
+
+def simulate_batch_curves(inputs: pd.DataFrame, options: EpidemicOptions,
+                          seeds: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`simulate_batch`'s frame (the same numbers) and each row's case curve,
+    shape (rows, ``max_days``): the replicates' mean daily symptomatic onsets, as a
+    fraction of the population, on days :data:`CURVE_DAYS` (1..max_days); NaN rows for
+    invalid inputs."""
     seeds = np.asarray(seeds)
     if len(seeds) != len(inputs):
         raise ValueError(f"{len(seeds)} seeds for {len(inputs)} input rows")
     _setup(options)  # validate options once, up front
     rows: list[list[float]] = []
+    curves = np.full((len(inputs), options.max_days), np.nan)
     status: list[str] = []
     message: list[str] = []
     nan_row = [float("nan")] * len(OUTPUTS)
-    for (_, row), seed in zip(inputs.iterrows(), seeds, strict=True):
+    for i, ((_, row), seed) in enumerate(zip(inputs.iterrows(), seeds, strict=True)):
         vals, msg = check_params(row.to_dict())
         if msg:
             rows.append(nan_row)
             status.append(STATUS_INVALID)
             message.append(msg)
             continue
-        out = _simulate(vals, options, _rng(seed, options))
+        out, curve = _run(vals, options, _rng(seed, options))
         rows.append(out.mean(axis=0).tolist())
+        curves[i] = curve.mean(axis=0)
         status.append(STATUS_OK)
         message.append("")
     res = pd.DataFrame(rows, columns=OUTPUTS, index=inputs.index, dtype=float)
     res["status"] = status
     res["message"] = message
-    return res
+    return res, curves
+
+
+def curve_days(options: EpidemicOptions) -> np.ndarray:
+    """The days of the case curve's points: 1..``max_days``."""
+    return np.arange(1, options.max_days + 1, dtype=np.int64)
