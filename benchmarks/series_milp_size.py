@@ -4,16 +4,18 @@ the epidemic model: metamodels trained on the same runs predict either the nine 
 outputs or the k basis weights of the case curve at 30 / 100 points; each OP is the
 existing formulation (interval + OBBT bounds), the curve's misfit appended.
 
-Slow (trains three metamodels): ``pytest -s -m slow tests/test_series_milp_size.py``
-prints the table; the assertions hold the size formula (2m rows and m columns per
-m observed points, no binary) and that every solve's objective equals numpy's misfit
-at its answer (a solve may stop at the 30 s limit: counted in the table, not
-failed)."""
+A benchmark, not part of the test suite (trains three metamodels, ~6 min on a busy
+2-core machine): ``python benchmarks/series_milp_size.py`` prints the table and writes
+``results/benchmarks/series_milp_size.csv``; the assertions hold the size formula
+(2m rows and m columns per m observed points, no binary) and that every solve's
+objective equals numpy's misfit at its answer (a solve may stop at the 30 s limit:
+counted in the table, not failed)."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -117,3 +119,11 @@ def test_curve_misfit_milp_size_against_scalars():
         solve_median_s=("solve_s", "median"), solve_max_s=("solve_s", "max"),
         optimal=("optimal", "sum"), op_distance=("dist", "mean"))
     print("\n" + summary.to_string())
+    out = Path("results/benchmarks/series_milp_size.csv")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(out)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main(["-q", "-s", "-p", "no:cacheprovider", "-m", "slow", __file__]))
