@@ -29,7 +29,7 @@ import math
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,11 +45,13 @@ from simcalib.bayes.kernels import (
     tri_solve,
 )
 from simcalib.bayes.likelihood import Likelihood
+from simcalib.bayes.results import ChainResult, Counters, RunResult
 from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError, DataError
 from simcalib.progress import eta
 
-__all__ = ["Likelihood", "ObsData", "Sampler", "SamplerConfig", "run"]
+__all__ = ["ChainResult", "Counters", "Likelihood", "ObsData", "RunResult", "Sampler",
+           "SamplerConfig", "run", "run_many"]
 
 log = logging.getLogger(__name__)
 LOG2PI = math.log(2.0 * math.pi)
@@ -149,6 +151,11 @@ class SamplerConfig:
                               "fixed-length chains)")
         return cfg
 
+    def steps_for(self, method: str) -> int:
+        """Leapfrog steps of ``method`` (one count, or one per method)."""
+        steps = self.leapfrog_steps
+        return steps[method] if isinstance(steps, Mapping) else steps
+
     def until(self) -> Any:
         from simcalib.bayes.convergence import UntilConverged
 
@@ -165,40 +172,6 @@ class _State:
     lp: float = -np.inf
     chol: np.ndarray | None = None    # Cholesky of C_delta + sigma^2 I (current sigma^2)
     chol_c: np.ndarray | None = None  # Cholesky of C (lazily, for delta draws)
-
-
-@dataclass
-class Counters:
-    ode_failures: int = 0
-    out_of_bounds: int = 0
-    regularised: int = 0
-    cholesky_failures: int = 0
-
-
-@dataclass
-class ChainResult:
-    theta: np.ndarray          # (draws, p)
-    log_gamma: np.ndarray
-    log_ell: np.ndarray
-    sigma2: np.ndarray
-    delta: np.ndarray          # (draws, m)
-    lp: np.ndarray
-    accepted: np.ndarray
-    acceptance: float
-    counters: Counters
-    seconds: float
-    start: np.ndarray
-    cpu_seconds: float = float("nan")  # process CPU time: the one-core cost under contention
-
-
-@dataclass
-class RunResult:
-    chains: list[ChainResult]
-    init: dict[str, Any] = field(default_factory=dict)
-    # how the run went: engine, protocol, iterations_run, r_hat_max, ess_bulk_min,
-    # converged (R-hat <= 1.01 and bulk ESS >= 400 unless until_converged says
-    # otherwise) and stop_reason (fixed_length | converged | max_iterations)
-    record: dict[str, Any] = field(default_factory=dict)
 
 
 class Sampler:
@@ -436,12 +409,8 @@ def _start(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, 
     return init, hyper
 
 
-def _vectorized_result(lanes: list[dict[str, Any]], record: dict[str, Any],
+def _vectorized_result(chains: list[ChainResult], record: dict[str, Any],
                        init: dict[str, Any]) -> RunResult:
-    chains = [ChainResult(c["theta"], c["log_gamma"], c["log_ell"], c["sigma2"],
-                          c["delta"], c["lp"], c["accepted"], c["acceptance"],
-                          Counters(**c["counters"]), c["seconds"], c["start"],
-                          c["cpu_seconds"]) for c in lanes]
     for i, c in enumerate(chains):
         log.info("chain %d: %.1f s, acceptance %.3f, %s", i, c.seconds, c.acceptance,
                  c.counters)
