@@ -45,6 +45,7 @@ from simcalib.bayes.kernels import (
     tri_solve,
 )
 from simcalib.bayes.likelihood import Likelihood
+from simcalib.bayes.numerics import numeric_events
 from simcalib.bayes.results import ChainResult, Counters, RunResult
 from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError, DataError
@@ -427,9 +428,16 @@ def run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...
     ``rng(seed, *keys, chain)`` (``engine: sequential``).  ``truth`` (theta, gamma, ell,
     noise_variance) is only read under ``protocol: reference``."""
     from simcalib.bayes._threads import limit_blas_threads
-    from simcalib.seeds import rng as make_rng
 
     limit_blas_threads(1)
+    with numeric_events("chain set " + "/".join(map(str, keys))):
+        return _run(problem, cfg, seed, keys, init_keys, truth)
+
+
+def _run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
+         init_keys: tuple[Any, ...] | None, truth: Mapping[str, Any] | None) -> RunResult:
+    from simcalib.seeds import rng as make_rng
+
     init, hyper = _start(problem, cfg, seed, keys, init_keys, truth)
     if cfg.engine == "vectorized":
         from simcalib.bayes.lockstep import run_lockstep
@@ -480,10 +488,13 @@ def run_many(problems: list[Likelihood], cfg: SamplerConfig, seed: int,
     from simcalib.bayes.lockstep import run_lockstep_many
 
     limit_blas_threads(1)
-    starts = [_start(pb, cfg, seed, k, ik, tr) for pb, k, ik, tr
-              in zip(problems, keys, init_keys, truths, strict=True)]
-    out = run_lockstep_many(problems, cfg, [s[0] for s in starts], [s[1] for s in starts],
-                            [make_rng(seed, *k, "vectorized") for k in keys])
+    label = f"{len(problems)} chain sets " + "/".join(map(str, keys[0])) + "..."
+    with numeric_events(label):
+        starts = [_start(pb, cfg, seed, k, ik, tr) for pb, k, ik, tr
+                  in zip(problems, keys, init_keys, truths, strict=True)]
+        out = run_lockstep_many(problems, cfg, [s[0] for s in starts],
+                                [s[1] for s in starts],
+                                [make_rng(seed, *k, "vectorized") for k in keys])
     return [_vectorized_result(lanes, record, s[0])
             for (lanes, record), s in zip(out, starts, strict=True)]
 
