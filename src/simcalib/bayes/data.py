@@ -67,6 +67,27 @@ def _numeric(df: pd.DataFrame, col: str, path: str) -> np.ndarray:
     return values.to_numpy(dtype=np.float64)
 
 
+#: largest magnitude of an observation (on the modelled scale) or a time: the
+#: likelihood sums m squared residuals and the covariances square time differences, so
+#: values near float64's limit (1.8e308) overflow to inf there and every proposal
+#: would be rejected (or the fit "succeed" on garbage); 1e150 leaves room for both
+#: (squares of differences stay finite for up to 4e7 observed entries)
+MAX_MAGNITUDE = 1e150
+
+
+def check_scale(values: np.ndarray, names: list[str], source: str, hint: str) -> None:
+    """A clear error naming the first column of ``values`` (rows x columns, NaN =
+    missing) whose largest finite magnitude exceeds :data:`MAX_MAGNITUDE`."""
+    with np.errstate(invalid="ignore"):
+        big = np.nanmax(np.where(np.isfinite(values), np.abs(values), 0.0), axis=0,
+                        initial=0.0)
+    for name, v in zip(names, np.atleast_1d(big), strict=True):
+        if v > MAX_MAGNITUDE:
+            raise DataError(source, f"column {name!r} has values of magnitude {v:.3g}, "
+                            f"beyond {MAX_MAGNITUDE:.0e}: squared in the likelihood they "
+                            f"overflow float64; {hint}")
+
+
 def read_obs(path: str | os.PathLike[str], outputs: list[str] | None = None,
              quiet: bool = False) -> tuple[ObsData, DataReport]:
     """The observations in ``path`` (``time`` + one column per observed state).
@@ -94,6 +115,7 @@ def read_obs(path: str | os.PathLike[str], outputs: list[str] | None = None,
     if not np.all(np.isfinite(t)):
         raise DataError(path, f"missing or non-finite times on line(s) "
                         f"{_rows(np.flatnonzero(~np.isfinite(t)))}")
+    check_scale(t[:, None], ["time"], path, "express the times in larger units")
     dt = np.diff(t)
     if np.any(dt == 0):
         raise DataError(path, f"duplicate times {np.unique(t[1:][dt == 0]).tolist()[:5]} on "

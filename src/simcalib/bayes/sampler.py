@@ -47,8 +47,8 @@ from simcalib.bayes.kernels import (
 from simcalib.bayes.likelihood import Likelihood
 from simcalib.bayes.numerics import numeric_events
 from simcalib.bayes.results import ChainResult, Counters, RunResult
-from simcalib.config import schema_defaults
-from simcalib.errors import ConfigError, DataError
+from simcalib.bayes.sampler_config import SamplerConfig
+from simcalib.errors import DataError
 from simcalib.progress import eta
 
 __all__ = ["ChainResult", "Counters", "Likelihood", "ObsData", "RunResult", "Sampler",
@@ -56,111 +56,6 @@ __all__ = ["ChainResult", "Counters", "Likelihood", "ObsData", "RunResult", "Sam
 
 log = logging.getLogger(__name__)
 LOG2PI = math.log(2.0 * math.pi)
-
-
-#: bayes.sampler's defaults, read from bayes.schema.yaml: the one source of defaults, so
-#: a sampler built from Python (the API, tests, benchmarks) runs what a config would.
-_D: dict[str, Any] = schema_defaults("bayes.schema.yaml")["sampler"]
-
-
-@dataclass
-class SamplerConfig:
-    """Settings of one MCMC run (``bayes.sampler``; docs/bayes.md explains each).
-
-    ``engine``: "vectorized" runs all chains in lock-step (batched solves, pooled
-    adaptation, :mod:`simcalib.bayes.lockstep`), "sequential" one chain after the
-    other; ``theta_scale``: the vectorized engine proposes theta on its own bounded
-    scale ("linear") or on the logit scale of its bounds; ``theta_kernel``: its
-    theta block's kernel, adaptive random-walk Metropolis ("mwg"), or gradient-informed
-    "mala" / "hmc" (``leapfrog_steps`` steps, one number or one per method) from the
-    sensitivities, whose trajectories are rejected at theta's bounds or reflected
-    there (``theta_boundary``); ``protocol``: "honest"
-    (least-squares start) or "reference" (start at the truth, +-box hyperpriors);
-    ``until_converged``: ``{max_iterations, block, r_hat, ess_bulk}`` or None."""
-
-    iterations: int = _D["iterations"]
-    burn_in: int = _D["burn_in"]
-    chains: int = _D["chains"]
-    thin: int = _D["thin"]
-    adapt_every: int = _D["adapt_every"]
-    adapt_scale: bool = _D["adapt_scale"]
-    adapt_after_burn_in: bool = _D["adapt_after_burn_in"]
-    initial_step: float = _D["initial_step"]          # fraction of (UB - LB) for theta
-    initial_step_log: float = _D["initial_step_log"]  # sd for log gamma, log ell
-    ls_starts: int = _D["ls_starts"]
-    log_every: int = _D["log_every"]
-    progress: bool = _D["progress"]
-    engine: str = _D["engine"]
-    theta_scale: str = _D["theta_scale"]
-    theta_kernel: str = _D["theta_kernel"]
-    leapfrog_steps: int | dict[str, int] = _D["leapfrog_steps"]
-    theta_boundary: str = _D["theta_boundary"]
-    protocol: str = _D["protocol"]
-    reference_box: float = _D["reference_box"]
-    until_converged: dict[str, Any] | None = _D["until_converged"]
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], key: str = "bayes.sampler") -> SamplerConfig:
-        from simcalib.bayes.convergence import UntilConverged
-
-        known = set(cls.__dataclass_fields__)
-        extra = sorted(set(d) - known)
-        if extra:
-            raise ConfigError(f"{key}.{extra[0]}", f"unknown key; allowed: {sorted(known)}")
-        cfg = cls(**{k: v for k, v in d.items()})
-        if cfg.iterations < 2 or not 0 <= cfg.burn_in < cfg.iterations:
-            raise ConfigError(f"{key}.burn_in", "need 0 <= burn_in < iterations")
-        if cfg.chains < 1 or cfg.thin < 1 or cfg.adapt_every < 2 or cfg.ls_starts < 1:
-            raise ConfigError(key, "chains, thin, ls_starts must be >= 1 and adapt_every >= 2")
-        if cfg.engine not in ("vectorized", "sequential"):
-            raise ConfigError(f"{key}.engine",
-                              f"{cfg.engine!r} is not one of ['vectorized', 'sequential']")
-        if cfg.theta_scale not in ("linear", "logit"):
-            raise ConfigError(f"{key}.theta_scale",
-                              f"{cfg.theta_scale!r} is not one of ['linear', 'logit']")
-        if cfg.theta_kernel not in ("mwg", "mala", "hmc"):
-            raise ConfigError(f"{key}.theta_kernel",
-                              f"{cfg.theta_kernel!r} is not one of ['mwg', 'mala', 'hmc']")
-        if cfg.theta_kernel != "mwg" and cfg.engine != "vectorized":
-            raise ConfigError(f"{key}.theta_kernel",
-                              f"{cfg.theta_kernel!r} needs engine 'vectorized' (the "
-                              "sequential engine has the random-walk kernel only)")
-        steps = cfg.leapfrog_steps
-        if isinstance(steps, Mapping):
-            if set(steps) != {"koh", "mos"}:
-                raise ConfigError(f"{key}.leapfrog_steps",
-                                  f"per-method steps need exactly the keys koh and mos, "
-                                  f"got {sorted(steps)}")
-            bad = [k for k, v in steps.items() if not isinstance(v, int) or v < 1]
-            if bad:
-                raise ConfigError(f"{key}.leapfrog_steps.{bad[0]}", "must be an integer >= 1")
-        elif not isinstance(steps, int) or steps < 1:
-            raise ConfigError(f"{key}.leapfrog_steps", "must be >= 1 (or {koh: n, mos: n})")
-        if cfg.theta_boundary not in ("reject", "reflect"):
-            raise ConfigError(f"{key}.theta_boundary",
-                              f"{cfg.theta_boundary!r} is not one of ['reject', 'reflect']")
-        if cfg.protocol not in ("honest", "reference"):
-            raise ConfigError(f"{key}.protocol",
-                              f"{cfg.protocol!r} is not one of ['honest', 'reference']")
-        if not 0 < cfg.reference_box < 1:
-            raise ConfigError(f"{key}.reference_box", "must be in (0, 1)")
-        until = UntilConverged.from_dict(cfg.until_converged, cfg.iterations,
-                                         f"{key}.until_converged")
-        if until is not None and cfg.engine != "vectorized":
-            raise ConfigError(f"{key}.until_converged",
-                              "needs engine 'vectorized' (the sequential engine runs "
-                              "fixed-length chains)")
-        return cfg
-
-    def steps_for(self, method: str) -> int:
-        """Leapfrog steps of ``method`` (one count, or one per method)."""
-        steps = self.leapfrog_steps
-        return steps[method] if isinstance(steps, Mapping) else steps
-
-    def until(self) -> Any:
-        from simcalib.bayes.convergence import UntilConverged
-
-        return UntilConverged.from_dict(self.until_converged, self.iterations)
 
 
 @dataclass
@@ -288,14 +183,15 @@ class Sampler:
                 "sigma2": max(2.0 * best[0] / pb.m, 1e-12)}
 
     # ------------------------------------------------------------- chain
-    def run_chain(self, init: dict[str, Any], rng: np.random.Generator, label: str = ""
-                  ) -> ChainResult:
+    def _start_state(self, init: dict[str, Any], rng: np.random.Generator,
+                     counters: Counters) -> _State:
+        """The LS fit (or the truth, protocol reference) jittered by the initial step,
+        hyperparameters at their prior medians (or their true values); up to 100
+        tries for a finite log posterior."""
         cfg, pb = self.cfg, self.pb
-        counters = Counters()
         span = pb.upper - pb.lower
-        # start: LS fit (or the truth, protocol reference) jittered by the initial step,
-        # hyperparameters at their prior medians (or their true values)
-        x = np.concatenate([init["theta"], init.get("hyper", self.hyper.start())])
+        x = np.concatenate([init["theta"],
+                            init["hyper"] if "hyper" in init else self.hyper.start()])
         sigma2 = float(init["sigma2"])
         st = None
         for _ in range(100):
@@ -305,76 +201,58 @@ class Sampler:
             x0[-2:] += cfg.initial_step_log * rng.standard_normal(2)
             st = self._state(x0, sigma2, counters)
             if st is not None and np.isfinite(st.lp):
-                break
-        if st is None or not np.isfinite(st.lp):
-            raise DataError("data", "no finite starting point near the least-squares fit")
-        start = st.x.copy()
-        d = self.d
-        prop_cov = np.diag(np.concatenate([(cfg.initial_step * span) ** 2,
-                                           [cfg.initial_step_log**2] * 2]))
-        prop_chol = np.linalg.cholesky(prop_cov)
-        base_scale = 2.38**2 / d
-        lam = 1.0
-        n_keep = len(range(cfg.burn_in, cfg.iterations, cfg.thin))
-        out_theta = np.empty((n_keep, pb.p))
-        out_hyp = np.empty((n_keep, 2))
-        out_s2 = np.empty(n_keep)
-        out_delta = np.empty((n_keep, pb.m))
-        out_lp = np.empty(n_keep)
-        out_acc = np.zeros(n_keep, dtype=np.int8)
-        hist = np.empty((cfg.iterations, d))
-        acc_total, acc_block, k = 0, 0, 0
-        t0, c0 = time.perf_counter(), time.process_time()
-        bar = None
-        if cfg.progress and sys.stderr.isatty():
-            from tqdm import tqdm
+                return st
+        raise DataError("data", "no finite starting point near the least-squares fit")
 
-            bar = tqdm(total=cfg.iterations, desc=label or "chain", leave=False, file=sys.stderr)
+    def _metropolis(self, st: _State, prop_chol: np.ndarray, sigma2: float,
+                    rng: np.random.Generator, counters: Counters) -> tuple[_State, bool]:
+        """1. (theta, phi) | sigma^2 by random-walk Metropolis on the marginal posterior."""
+        xp = st.x + prop_chol @ rng.standard_normal(self.d)
+        new = self._state(xp, sigma2, counters)
+        if new is not None and np.isfinite(new.lp):
+            if math.log(rng.uniform()) < new.lp - st.lp:
+                return new, True
+        return st, False
+
+    def _gibbs(self, st: _State, sigma2: float, rng: np.random.Generator,
+               counters: Counters) -> tuple[np.ndarray, float]:
+        """2. delta | theta, phi, sigma^2, y; 3. sigma^2 | theta, delta, y (all m
+        observed entries); the state's log posterior follows the new sigma^2."""
+        pb = self.pb
+        try:
+            delta = self._draw_delta(st, sigma2, rng, counters)
+        except CholeskyError:
+            counters.cholesky_failures += 1
+            delta = np.zeros(pb.m)
+        resid = pb.y - st.f - delta
+        a0, b0 = pb.setting.sigma2_prior
+        sigma2 = float((b0 + 0.5 * resid @ resid) / rng.gamma(a0 + 0.5 * pb.m))
+        st.lp = self._loglik(st, sigma2, counters) + self._log_prior_hyper(st.x[-2], st.x[-1])
+        return delta, sigma2
+
+    def run_chain(self, init: dict[str, Any], rng: np.random.Generator, label: str = ""
+                  ) -> ChainResult:
+        cfg, pb = self.cfg, self.pb
+        counters = Counters()
+        st = self._start_state(init, rng, counters)
+        sigma2 = float(init["sigma2"])
+        start = st.x.copy()
+        adapter = _Adapter.initial(cfg, pb.upper - pb.lower, self.d)
+        kept = _Kept(len(range(cfg.burn_in, cfg.iterations, cfg.thin)), pb.p, pb.m)
+        hist = np.empty((cfg.iterations, self.d))
+        acc_total = 0
+        t0, c0 = time.perf_counter(), time.process_time()
+        bar = _progress_bar(cfg, label)
         for it in range(cfg.iterations):
-            # 1. (theta, phi) | sigma^2 by random-walk Metropolis on the marginal posterior
-            xp = st.x + prop_chol @ rng.standard_normal(d)
-            new = self._state(xp, sigma2, counters)
-            accepted = False
-            if new is not None and np.isfinite(new.lp):
-                if math.log(rng.uniform()) < new.lp - st.lp:
-                    st, accepted = new, True
-                    acc_total += 1
-                    acc_block += 1
-            # 2. delta | theta, phi, sigma^2, y
-            try:
-                delta = self._draw_delta(st, sigma2, rng, counters)
-            except CholeskyError:
-                counters.cholesky_failures += 1
-                delta = np.zeros(pb.m)
-            # 3. sigma^2 | theta, delta, y (all m observed entries)
-            resid = pb.y - st.f - delta
-            a0, b0 = pb.setting.sigma2_prior
-            sigma2 = float((b0 + 0.5 * resid @ resid) / rng.gamma(a0 + 0.5 * pb.m))
-            st.lp = self._loglik(st, sigma2, counters) + self._log_prior_hyper(st.x[-2], st.x[-1])
+            st, accepted = self._metropolis(st, adapter.prop_chol, sigma2, rng, counters)
+            acc_total += accepted
+            adapter.acc_block += accepted
+            delta, sigma2 = self._gibbs(st, sigma2, rng, counters)
             hist[it] = st.x
             if it >= cfg.burn_in and (it - cfg.burn_in) % cfg.thin == 0:
-                out_theta[k] = st.x[: pb.p]
-                out_hyp[k] = st.x[-2:]
-                out_s2[k] = sigma2
-                out_delta[k] = delta
-                out_lp[k] = st.lp
-                out_acc[k] = accepted
-                k += 1
-            # adaptation of the proposal
-            adapting = cfg.adapt_after_burn_in or it + 1 < cfg.burn_in
-            if adapting and (it + 1) % cfg.adapt_every == 0:
-                rate = acc_block / cfg.adapt_every
-                acc_block = 0
-                if cfg.adapt_scale:
-                    lam = float(np.clip(lam * math.exp(2.0 * (rate - 0.234)), 1e-3, 1e3))
-                window = hist[(it + 1) // 2: it + 1]
-                emp = np.cov(window, rowvar=False) if len(window) > d else None
-                if emp is not None and np.all(np.isfinite(emp)):
-                    cov = lam * base_scale * emp + 1e-10 * prop_cov
-                    try:
-                        prop_chol, _ = robust_cholesky(cov)
-                    except CholeskyError:
-                        pass
+                kept.store(st, sigma2, delta, accepted)
+            if cfg.adapt_after_burn_in or it + 1 < cfg.burn_in:
+                adapter.update(it, hist, cfg)
             if bar is not None:
                 bar.update()
             if cfg.log_every and (it + 1) % cfg.log_every == 0:
@@ -384,9 +262,76 @@ class Sampler:
         if bar is not None:
             bar.close()
         seconds = time.perf_counter() - t0
-        return ChainResult(out_theta, out_hyp[:, 0], out_hyp[:, 1], out_s2, out_delta, out_lp,
-                           out_acc, acc_total / cfg.iterations, counters, seconds, start,
-                           time.process_time() - c0)
+        return ChainResult(kept.theta, kept.hyp[:, 0], kept.hyp[:, 1], kept.s2, kept.delta,
+                           kept.lp, kept.acc, acc_total / cfg.iterations, counters, seconds,
+                           start, time.process_time() - c0)
+
+
+def _progress_bar(cfg: SamplerConfig, label: str) -> Any:
+    if not (cfg.progress and sys.stderr.isatty()):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=cfg.iterations, desc=label or "chain", leave=False, file=sys.stderr)
+
+
+class _Adapter:
+    """The sequential chain's proposal: ``diag((initial_step (UB - LB))^2,
+    initial_step_log^2 x 2)`` at first, then every ``adapt_every`` iterations
+    ``lambda * 2.38^2 / d`` times the covariance of the second half of the history
+    (Haario et al.), ``lambda`` following the acceptance rate towards 0.234."""
+
+    def __init__(self, prop_cov: np.ndarray, d: int) -> None:
+        self.prop_cov = prop_cov
+        self.prop_chol = np.linalg.cholesky(prop_cov)
+        self.base_scale = 2.38**2 / d
+        self.d = d
+        self.lam = 1.0
+        self.acc_block = 0
+
+    @classmethod
+    def initial(cls, cfg: SamplerConfig, span: np.ndarray, d: int) -> _Adapter:
+        return cls(np.diag(np.concatenate([(cfg.initial_step * span) ** 2,
+                                           [cfg.initial_step_log**2] * 2])), d)
+
+    def update(self, it: int, hist: np.ndarray, cfg: SamplerConfig) -> None:
+        if (it + 1) % cfg.adapt_every != 0:
+            return
+        rate = self.acc_block / cfg.adapt_every
+        self.acc_block = 0
+        if cfg.adapt_scale:
+            self.lam = float(np.clip(self.lam * math.exp(2.0 * (rate - 0.234)), 1e-3, 1e3))
+        window = hist[(it + 1) // 2: it + 1]
+        emp = np.cov(window, rowvar=False) if len(window) > self.d else None
+        if emp is not None and np.all(np.isfinite(emp)):
+            cov = self.lam * self.base_scale * emp + 1e-10 * self.prop_cov
+            try:
+                self.prop_chol, _ = robust_cholesky(cov)
+            except CholeskyError:
+                pass
+
+
+class _Kept:
+    """The kept draws of one sequential chain."""
+
+    def __init__(self, n_keep: int, p: int, m: int) -> None:
+        self.theta = np.empty((n_keep, p))
+        self.hyp = np.empty((n_keep, 2))
+        self.s2 = np.empty(n_keep)
+        self.delta = np.empty((n_keep, m))
+        self.lp = np.empty(n_keep)
+        self.acc = np.zeros(n_keep, dtype=np.int8)
+        self.k = 0
+
+    def store(self, st: _State, sigma2: float, delta: np.ndarray, accepted: bool) -> None:
+        k, p = self.k, self.theta.shape[1]
+        self.theta[k] = st.x[:p]
+        self.hyp[k] = st.x[-2:]
+        self.s2[k] = sigma2
+        self.delta[k] = delta
+        self.lp[k] = st.lp
+        self.acc[k] = accepted
+        self.k += 1
 
 
 def _start(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
