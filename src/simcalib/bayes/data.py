@@ -97,6 +97,20 @@ def read_obs(path: str | os.PathLike[str], outputs: list[str] | None = None,
     """
     path = str(path)
     df = read_csv(path)
+    cols = _columns(df, outputs, path)
+    t = _times(df, path)
+    y = np.column_stack([_numeric(df, c, path) for c in cols])
+    report = _missing(y, cols, path)
+    y[~np.isfinite(y)] = np.nan
+    if (report.missing or report.infinite) and not quiet:
+        log.warning("%s: missing values left out of the likelihood: %s%s", path,
+                    report.missing or "none", f"; infinite values (treated as missing): "
+                    f"{report.infinite}" if report.infinite else "")
+    return ObsData(t, y, cols), report
+
+
+def _columns(df: pd.DataFrame, outputs: list[str] | None, path: str) -> list[str]:
+    """The observed-state columns, in ``outputs``' order when given."""
     if "time" not in df.columns:
         raise DataError(path, f"no 'time' column; columns are {list(df.columns)} (the first "
                         "row must be a header naming 'time' and the observed states)")
@@ -111,6 +125,11 @@ def read_obs(path: str | os.PathLike[str], outputs: list[str] | None = None,
         raise DataError(path, "no observed-state column besides 'time'")
     if len(df) == 0:
         raise DataError(path, "no data rows")
+    return cols
+
+
+def _times(df: pd.DataFrame, path: str) -> np.ndarray:
+    """The time column: finite, of a magnitude whose squares are finite, increasing."""
     t = _numeric(df, "time", path)
     if not np.all(np.isfinite(t)):
         raise DataError(path, f"missing or non-finite times on line(s) "
@@ -123,20 +142,20 @@ def read_obs(path: str | os.PathLike[str], outputs: list[str] | None = None,
     if np.any(dt < 0):
         raise DataError(path, f"times are not increasing at line(s) "
                         f"{_rows(np.flatnonzero(dt < 0) + 1)}; sort the rows by time")
-    y = np.column_stack([_numeric(df, c, path) for c in cols])
-    report = DataReport(path, len(t), cols)
+    return t
+
+
+def _missing(y: np.ndarray, cols: list[str], path: str) -> DataReport:
+    """Missing (empty, NaN) and infinite entries per column; a column without a
+    finite value is an error."""
+    report = DataReport(path, y.shape[0], cols)
     for j, c in enumerate(cols):
         n_nan, n_inf = int(np.isnan(y[:, j]).sum()), int(np.isinf(y[:, j]).sum())
-        if n_nan + n_inf == len(t):
+        if n_nan + n_inf == y.shape[0]:
             raise DataError(path, f"column {c!r} has no finite value; drop the column or "
                             "fill it")
         if n_nan:
             report.missing[c] = n_nan
         if n_inf:
             report.infinite[c] = n_inf
-    y[~np.isfinite(y)] = np.nan
-    if (report.missing or report.infinite) and not quiet:
-        log.warning("%s: missing values left out of the likelihood: %s%s", path,
-                    report.missing or "none", f"; infinite values (treated as missing): "
-                    f"{report.infinite}" if report.infinite else "")
-    return ObsData(t, y, cols), report
+    return report
