@@ -9,13 +9,16 @@ object; ``until_converged`` is parsed once here (:meth:`SamplerConfig.until`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from simcalib.bayes.convergence import UntilConverged
 from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError
 
+#: the section's key, named in errors (:meth:`SamplerConfig.from_dict` renames it for
+#: a setting's overrides)
+KEY = "bayes.sampler"
 #: bayes.sampler's defaults, read from bayes.schema.yaml: the one source of defaults
 _D: dict[str, Any] = schema_defaults("bayes.schema.yaml")["sampler"]
 
@@ -44,7 +47,7 @@ class SamplerConfig:
     are rejected at theta's bounds or reflected there (``theta_boundary``);
     ``protocol``: "honest" (least-squares start) or "reference" (start at the truth,
     +-box hyperpriors); ``until_converged``: ``{max_iterations, block, r_hat,
-    ess_bulk, minor_modes}`` or None.  ``key`` names the config section in errors."""
+    ess_bulk, minor_modes}`` or None."""
 
     iterations: int = _D["iterations"]
     burn_in: int = _D["burn_in"]
@@ -66,28 +69,26 @@ class SamplerConfig:
     protocol: str = _D["protocol"]
     reference_box: float = _D["reference_box"]
     until_converged: Mapping[str, Any] | None = _D["until_converged"]
-    key: str = field(default="bayes.sampler", repr=False, compare=False)
-    _until: UntilConverged | None = field(default=None, init=False, repr=False,
-                                          compare=False)
 
     def __post_init__(self) -> None:
         _check_lengths(self)
         _check_choices(self)
-        _check_steps(self.leapfrog_steps, f"{self.key}.leapfrog_steps")
+        _check_steps(self.leapfrog_steps, f"{KEY}.leapfrog_steps")
         if not 0 < self.reference_box < 1:
-            raise ConfigError(f"{self.key}.reference_box", "must be in (0, 1)")
+            raise ConfigError(f"{KEY}.reference_box", "must be in (0, 1)")
         until = UntilConverged.from_dict(self.until_converged, self.iterations,
-                                         f"{self.key}.until_converged")
+                                         f"{KEY}.until_converged")
         if until is not None and self.engine != "vectorized":
-            raise ConfigError(f"{self.key}.until_converged",
+            raise ConfigError(f"{KEY}.until_converged",
                               "needs engine 'vectorized' (the sequential engine runs "
                               "fixed-length chains)")
+        # parsed once; not a field (the fields are exactly the schema's keys)
         object.__setattr__(self, "_until", until)
 
     @classmethod
     def keys(cls) -> list[str]:
         """The config keys (``bayes.sampler.*``)."""
-        return [f.name for f in fields(cls) if f.init and f.name != "key"]
+        return [f.name for f in fields(cls)]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], key: str = "bayes.sampler") -> SamplerConfig:
@@ -97,11 +98,17 @@ class SamplerConfig:
         extra = sorted(set(d) - set(known))
         if extra:
             raise ConfigError(f"{key}.{extra[0]}", f"unknown key; allowed: {sorted(known)}")
-        return cls(**d, key=key)
+        try:
+            return cls(**d)
+        except ConfigError as exc:      # name the section it came from
+            if key == KEY or not exc.path.startswith(KEY):
+                raise
+            raise ConfigError(key + exc.path[len(KEY):], exc.message) from None
 
     def until(self) -> UntilConverged | None:
         """``until_converged`` parsed (None: fixed length)."""
-        return self._until
+        until: UntilConverged | None = self.__dict__["_until"]
+        return until
 
     def steps_for(self, method: str) -> int:
         """Leapfrog steps of ``method`` (one count, or one per method)."""
@@ -111,18 +118,18 @@ class SamplerConfig:
 
 def _check_lengths(cfg: SamplerConfig) -> None:
     if cfg.iterations < 2 or not 0 <= cfg.burn_in < cfg.iterations:
-        raise ConfigError(f"{cfg.key}.burn_in", "need 0 <= burn_in < iterations")
+        raise ConfigError(f"{KEY}.burn_in", "need 0 <= burn_in < iterations")
     if cfg.chains < 1 or cfg.thin < 1 or cfg.adapt_every < 2 or cfg.ls_starts < 1:
-        raise ConfigError(cfg.key, "chains, thin, ls_starts must be >= 1 and adapt_every >= 2")
+        raise ConfigError(KEY, "chains, thin, ls_starts must be >= 1 and adapt_every >= 2")
 
 
 def _check_choices(cfg: SamplerConfig) -> None:
     for name, allowed in CHOICES.items():
         value = getattr(cfg, name)
         if value not in allowed:
-            raise ConfigError(f"{cfg.key}.{name}", f"{value!r} is not one of {list(allowed)}")
+            raise ConfigError(f"{KEY}.{name}", f"{value!r} is not one of {list(allowed)}")
     if cfg.theta_kernel != "mwg" and cfg.engine != "vectorized":
-        raise ConfigError(f"{cfg.key}.theta_kernel",
+        raise ConfigError(f"{KEY}.theta_kernel",
                           f"{cfg.theta_kernel!r} needs engine 'vectorized' (the "
                           "sequential engine has the random-walk kernel only)")
 

@@ -19,42 +19,17 @@ out); delta and, for the random walk, sigma^2 get exact Gibbs draws after the mo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from simcalib.bayes.moves.base import TARGET_ACCEPT, Move
+from simcalib.bayes.moves.hmc import Hamiltonian
+from simcalib.bayes.moves.mala import Langevin
+from simcalib.bayes.moves.random_walk import RandomWalk
 
-import numpy as np
-
-if TYPE_CHECKING:
-    from simcalib.bayes.chains import LockstepRun
-    from simcalib.bayes.state import LaneState
-
-#: acceptance rates the step scale adapts towards: optimal scaling of random-walk
-#: Metropolis (Roberts et al. 1997), MALA (Roberts & Rosenthal 1998), and the usual
-#: target for short HMC trajectories
-TARGET_ACCEPT = {"mwg": 0.234, "mala": 0.574, "hmc": 0.7}
-
-
-class Move(Protocol):
-    """One proposal of the block for every lane, with its Metropolis test."""
-
-    #: ``theta_kernel`` name
-    name: str
-    #: leapfrog steps per proposal (0: no gradient needed)
-    steps: int
-    #: acceptance rate the step scale is tuned towards during adaptation
-    target_accept: float
-
-    def propose(self, run: LockstepRun) -> tuple[LaneState, np.ndarray]:
-        """Proposed states of every lane and the lanes whose proposal is accepted."""
-        ...
+__all__ = ["TARGET_ACCEPT", "Hamiltonian", "Langevin", "Move", "RandomWalk", "make_move"]
 
 
 def make_move(kernel: str, steps: int, reflect: bool) -> Move:
     """The move of ``theta_kernel`` (``steps``: ``leapfrog_steps`` for hmc; ``reflect``:
     bounce off theta's bounds, gradient kernels on the linear scale only)."""
-    from simcalib.bayes.moves.hmc import Hamiltonian
-    from simcalib.bayes.moves.mala import Langevin
-    from simcalib.bayes.moves.random_walk import RandomWalk
-
     if kernel == "mwg":
         return RandomWalk()
     if kernel == "mala":

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simcalib.bayes.moves import TARGET_ACCEPT
+from simcalib.bayes.moves.base import TARGET_ACCEPT
 from simcalib.bayes.moves.reflect import reflect_drift
 
 if TYPE_CHECKING:

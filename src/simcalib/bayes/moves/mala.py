@@ -8,7 +8,7 @@ jittered (a single step cannot resonate with the posterior).
 
 from __future__ import annotations
 
-from simcalib.bayes.moves import TARGET_ACCEPT
+from simcalib.bayes.moves.base import TARGET_ACCEPT
 from simcalib.bayes.moves.hmc import Hamiltonian
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simcalib.bayes.moves import TARGET_ACCEPT
+from simcalib.bayes.moves.base import TARGET_ACCEPT
 
 if TYPE_CHECKING:
     from simcalib.bayes.chains import LockstepRun
