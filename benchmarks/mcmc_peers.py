@@ -256,7 +256,7 @@ def simcalib_log_density(pb: Likelihood, th: np.ndarray, lg: float, ll: float,
     a0, b0 = s.sigma2_prior
     const = (-np.sum(np.log(span)) - math.log(sg) - math.log(sl) - math.log(2 * math.pi))
     ig = a0 * math.log(b0) - scipy.special.gammaln(a0) - (a0 + 1) * math.log(s2) - b0 / s2
-    return float(ev["lp"][0] + const + ig)
+    return float(ev.lp[0] + const + ig)
 
 
 def lockstep_of(pb: Likelihood) -> LockstepSampler:

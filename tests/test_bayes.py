@@ -194,12 +194,19 @@ def test_bad_bounds_and_priors_fail_early():
 
 def test_semantic_check_of_the_config_section():
     from simcalib.bayes.checks import check_bayes
+    from simcalib.config import schema_defaults
 
-    check_bayes({"bayes": {"settings": ["two_mass"], "sampler": {"iterations": 10, "burn_in": 5}}})
+    def checked(section):      # a semantic check sees the validated, defaulted section
+        check_bayes({"bayes": schema_defaults("bayes.schema.yaml", base=section)})
+
+    checked({"settings": ["two_mass"], "sampler": {"iterations": 10, "burn_in": 5}})
     with pytest.raises(ConfigError, match="bayes.settings"):
-        check_bayes({"bayes": {"settings": ["nope"]}})
+        checked({"settings": ["nope"]})
     with pytest.raises(ConfigError, match="burn_in"):
-        check_bayes({"bayes": {"sampler": {"iterations": 10, "burn_in": 10}}})
+        checked({"sampler": {"iterations": 10, "burn_in": 10}})
+    with pytest.raises(ConfigError, match="bayes.setting_options.two_mass.sampler.theta_kernel"):
+        checked({"sampler": {"engine": "sequential"},
+                 "setting_options": {"two_mass": {"sampler": {"theta_kernel": "hmc"}}}})
 
 
 @pytest.fixture(scope="module")

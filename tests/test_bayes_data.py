@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import textwrap
 from pathlib import Path
 
@@ -109,16 +110,17 @@ def test_import_error_inside_the_module_is_named(tmp_path):
 
 
 def test_check_data_settings_validates_the_workflow_config(user_dir):
-    from simcalib.bayes.checks import check_data_settings
+    from simcalib.bayes.checks import check_bayes, check_data_settings
+    from simcalib.config import schema_defaults
 
-    cfg = {"bayes": {"settings": ["two_mass", "decay"], "sampler": {"iterations": 3000},
-                     "setting_options": {"decay": {"model": "decaymodel:setting",
-                                                   "data": "decay.csv"}}}}
+    cfg = {"bayes": schema_defaults("bayes.schema.yaml", base={
+        "settings": ["two_mass", "decay"], "sampler": {"iterations": 3000},
+        "setting_options": {"decay": {"model": "decaymodel:setting", "data": "decay.csv"}}})}
     found = check_data_settings(cfg, [str(user_dir)])
     assert list(found) == ["decay"] and Path(found["decay"]).resolve() == user_dir / "decay.csv"
     cfg["bayes"]["setting_options"]["decay"]["sampler"] = {"burn_in": 3000}
-    with pytest.raises(ConfigError, match="burn_in"):
-        check_data_settings(cfg, [str(user_dir)])
+    with pytest.raises(ConfigError, match="bayes.setting_options.decay.sampler.burn_in"):
+        check_bayes(cfg)
 
 
 # ----------------------------------------------------------------------- (h) data files
@@ -340,3 +342,35 @@ def test_positive_synthetic_data_stay_positive_and_are_fitted_on_the_log_scale(u
     # multiplicative: log(xi / f) is the discrepancy
     np.testing.assert_allclose(np.log(sim.dense["xi"] / sim.dense["f"]), sim.dense["delta"])
     Likelihood(s, sim.obs, "mos")  # accepted as positive data
+
+
+# ----------------------------------------------------------------------- overflow (issue 43)
+def test_counts_that_would_overflow_the_likelihood_are_refused_naming_the_column(user_dir,
+                                                                               capsys):
+    """Counts of 1e300 used to fit with exit code 0 and raw overflow warnings: squared
+    in the likelihood they are inf.  Now a DataError names the column and magnitude
+    (and suggests the log scale, where 1e300 is fine: log(1e300) = 691)."""
+    y = _decay_data(user_dir / "huge.csv", scale=1e298)
+    assert np.nanmax(y) > 1e299
+    params = json.dumps({"options": {"model": "decaymodel:setting", "data": "huge.csv"},
+                         "sampler": {"iterations": 20, "burn_in": 10, "log_every": 0},
+                         "search_dirs": [str(user_dir)]})
+    code = cli_main(["bayes-run", "--params", params, "--seed", "1", "--setting", "decay",
+                     "--method", "koh", "--data", str(user_dir / "huge.csv"),
+                     "--output-posterior", str(user_dir / "p.nc"),
+                     "--output-summary", str(user_dir / "s.csv")])
+    err = capsys.readouterr().err
+    assert code != 0 and not (user_dir / "p.nc").exists()
+    assert re.search(r"huge.csv: column 'x' has values of magnitude 1\.\d+e\+300", err), err
+    assert "positive: true" in err
+    s = build_setting("decay", {"model": "decaymodel:setting", "data": "huge.csv",
+                               "positive": True}, dirs=[str(user_dir)])
+    obs, _ = read_obs(s.data, s.observed)
+    pb = Likelihood(s.with_unit_priors(), obs, "koh")       # log scale: accepted
+    assert np.all(np.isfinite(pb.y)) and pb.y.max() < 700
+
+
+def test_times_beyond_float64_squares_are_refused(tmp_path):
+    (tmp_path / "d.csv").write_text("time,x\n0,1\n1e200,2\n2e200,3\n")
+    with pytest.raises(DataError, match=r"column 'time' has values of magnitude 2e\+200"):
+        read_obs(tmp_path / "d.csv")

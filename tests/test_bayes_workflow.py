@@ -64,3 +64,27 @@ def test_bad_user_model_stops_the_workflow_before_any_job(tmp_path: Path) -> Non
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "bayes.setting_options.decay.data" in out and "zz" in out
+
+
+def test_identical_config_from_another_folder_or_a_yaml_round_trip_reruns_nothing(
+        tmp_path: Path) -> None:
+    """Rule params used to carry the config's folder (``search_dirs``): the same config
+    copied elsewhere replanned every Bayes job.  Now they carry what a job reads."""
+    import shutil
+
+    work = tmp_path / "work"
+    work.mkdir()
+    base = "results/bayes/two_mass"
+    targets = [f"{base}/metrics.csv", f"{base}/table_params.md",
+               f"{base}/figures/output_uq_rep0.png"]
+    run_snakemake(work, *targets, timeout=900)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for f in TINY.parent.iterdir():         # the config and the files it names
+        shutil.copy(f, elsewhere / f.name)
+    copied = elsewhere / TINY.name
+    round_trip = elsewhere / "round_trip.yaml"
+    round_trip.write_text(yaml.safe_dump(yaml.safe_load(TINY.read_text())))  # keys sorted
+    for cfg in (copied, round_trip):
+        proc = run_snakemake(work, *targets, "-n", configfile=cfg)
+        assert "Nothing to be done" in proc.stdout + proc.stderr, (cfg, proc.stdout[-3000:])

@@ -205,7 +205,7 @@ def test_until_converged_checks_minor_modes_of_what_the_summary_judges(monkeypat
     gamma, ell, sigma2 (on the summary's scale): the summary flags a hyperparameter's
     minor mode, so a loop that checked theta alone stopped "converged" on chain sets
     the table then called unconverged (predator-prey KOH's ell, 4/2 visits)."""
-    from simcalib.bayes import lockstep
+    from simcalib.bayes import extend
     from simcalib.bayes.posterior import HYPER_NAMES
 
     seen: list[dict] = []
@@ -214,7 +214,7 @@ def test_until_converged_checks_minor_modes_of_what_the_summary_judges(monkeypat
         seen.append(dict(draws))
         return []
 
-    monkeypatch.setattr(lockstep, "poorly_explored", spy)
+    monkeypatch.setattr(extend, "poorly_explored", spy)
     pb, _ = _problem("two_mass", "koh")
     cfg = SamplerConfig.from_dict({
         "iterations": 300, "burn_in": 150, "chains": 2, "log_every": 0, "progress": False,
@@ -370,9 +370,9 @@ def test_kronecker_and_full_koh_sample_the_same_posterior():
            for k in (True, False)]
     assert out[0][1]["covariance"] == "kronecker" and out[1][1]["covariance"] == "full"
     for a, b in zip(out[0][0], out[1][0], strict=True):
-        np.testing.assert_array_equal(a["theta"][:50], b["theta"][:50])
-        np.testing.assert_allclose(a["sigma2"][:50], b["sigma2"][:50], rtol=1e-6)
-        np.testing.assert_allclose(a["delta"][:50], b["delta"][:50], rtol=1e-4, atol=1e-8)
+        np.testing.assert_array_equal(a.theta[:50], b.theta[:50])
+        np.testing.assert_allclose(a.sigma2[:50], b.sigma2[:50], rtol=1e-6)
+        np.testing.assert_allclose(a.delta[:50], b.delta[:50], rtol=1e-4, atol=1e-8)
 
 
 def test_hyperprior_for_lanes_equals_each_runs_prior():
@@ -428,7 +428,7 @@ def test_gradient_of_the_log_target_matches_finite_differences(method, scale, mi
     one = np.ones(1, dtype=bool)
 
     def lp(z: np.ndarray) -> float:
-        return float(lk.evaluate(z[None], s2, one)["lp"][0])
+        return float(lk.evaluate(z[None], s2, one).lp[0])
 
     g = lk.gradient(lk.evaluate(x[None], s2, one), s2)[0]
     h = 1e-6

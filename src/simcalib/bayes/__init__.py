@@ -11,7 +11,17 @@ Modules, one job each:
   likelihood pieces (log scale for positive settings), data-scaled default hyperpriors;
 * :mod:`~simcalib.bayes.fit` -- one calibration end to end (what ``bayes-run`` calls);
 * :mod:`~simcalib.bayes.kernels` -- SE kernel, KOH and MOS covariances, stable Cholesky;
-* :mod:`~simcalib.bayes.sampler` -- adaptive Metropolis-within-Gibbs (paper Algorithm 1);
+* :mod:`~simcalib.bayes.sampler` -- adaptive Metropolis-within-Gibbs (paper Algorithm 1):
+  the sequential engine, and the entry point of the lock-step one
+  (:mod:`~simcalib.bayes.lockstep`), whose pieces are one module each:
+  :mod:`~simcalib.bayes.target` (the lanes' log target and gradient),
+  :mod:`~simcalib.bayes.moves` (random walk, MALA, HMC with reflection: one protocol),
+  :mod:`~simcalib.bayes.chains` (the run's state and iteration),
+  :mod:`~simcalib.bayes.gibbs`, :mod:`~simcalib.bayes.extend` (until converged),
+  :mod:`~simcalib.bayes.state`, :mod:`~simcalib.bayes.streams`;
+  :mod:`~simcalib.bayes.sampler_config`, :mod:`~simcalib.bayes.settings` -- the
+  settings objects built once from the config; :mod:`~simcalib.bayes.numerics` --
+  floating-point events as one worded log line;
 * :mod:`~simcalib.bayes.synthetic` -- synthetic data as in the paper;
 * :mod:`~simcalib.bayes.posterior` -- ArviZ netCDF and summaries (the only ArviZ caller);
 * :mod:`~simcalib.bayes.predict`, :mod:`~simcalib.bayes.metrics`,

@@ -84,9 +84,17 @@ def chol_solve_batch(chol: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def koh_batch(layout: Any, gamma: np.ndarray, ell: np.ndarray) -> np.ndarray:
-    """``gamma_c (I_J kron K(ell_c))`` for every lane c (observed entries only)."""
-    scale = (-0.5 / (ell * ell))[:, None, None]
-    return gamma[:, None, None] * np.exp(layout.d2[None] * scale) * layout.same[None]
+    """``gamma_c (I_J kron K(ell_c))`` for every lane c (observed entries only).
+
+    A lane far in the tails (``ell`` beyond 1e154, a proposal or a rejected HMC
+    trajectory drifting on) overflows ``ell * ell`` to inf: the scale is then -0 and
+    the covariance ``gamma`` everywhere, the exact limit ``ell -> inf`` (and what any
+    ``ell`` above 1e154 gives in float64), so the overflow is not reported.  ``ell``
+    below 1e-154 underflows to a NaN diagonal instead, whose factorisation fails: the
+    proposal is rejected and counted (``cholesky_failures``)."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        scale = (-0.5 / (ell * ell))[:, None, None]
+        return gamma[:, None, None] * np.exp(layout.d2[None] * scale) * layout.same[None]
 
 
 class FullLayout:

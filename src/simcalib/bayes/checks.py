@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simcalib.config import semantic_check
@@ -22,53 +22,60 @@ from simcalib.errors import ConfigError
 
 @semantic_check
 def check_bayes(config: dict[str, Any]) -> None:
+    """The ``bayes`` section of a validated (schema-defaulted) config."""
+    b = config["bayes"]
+    _check_sampler(b["sampler"], {}, "bayes.sampler")
+    _check_settings_known(b["settings"], b["setting_options"])
+    for name, o in b["setting_options"].items():
+        _check_options(name, o, b["sampler"])
+    if b["convergence"]["r_hat"] < 1.0:
+        raise ConfigError("bayes.convergence.r_hat", "R-hat is >= 1 by construction; "
+                          f"a threshold of {b['convergence']['r_hat']} can never be met")
+
+
+def _check_sampler(base: Mapping[str, Any], override: Mapping[str, Any], key: str) -> None:
+    """The sampler a run gets (the study's, a setting's overrides on top), as the job
+    builds it (burn-in shorter than the chain, kernels the engine has, ...)."""
+    from simcalib.bayes.sampler_config import SamplerConfig
+
+    SamplerConfig.from_dict({**base, **override}, key=key)
+
+
+def _check_settings_known(settings: Sequence[str], opts: Mapping[str, Any]) -> None:
     # here, not at the top: every config check imports this module, and the ODE models
     # (scipy.integrate) cost a calibration job's start-up 0.1 CPU s it does not need
     from simcalib.bayes.models import BUILTIN
 
-    b = config.get("bayes") or {}
-    s = b.get("sampler") or {}
-    if "iterations" in s and s.get("burn_in", 0) >= s["iterations"]:
-        raise ConfigError("bayes.sampler.burn_in", f"must be < iterations ({s['iterations']})")
-    if s.get("theta_kernel", "mwg") != "mwg" and s.get("engine") == "sequential":
-        raise ConfigError("bayes.sampler.theta_kernel",
-                          "mala and hmc need engine vectorized (the sequential engine has "
-                          "the random-walk kernel only)")
-    opts = b.get("setting_options") or {}
-    for name in b.get("settings") or []:
-        if name not in BUILTIN and "model" not in opts.get(name, {}):
+    for name in settings:
+        if name not in BUILTIN and "model" not in (opts[name] if name in opts else {}):
             raise ConfigError("bayes.settings",
                               f"unknown setting {name!r}; built-in: {sorted(BUILTIN)}, or "
                               f"define it in bayes.setting_options.{name}.model")
-    for name, o in opts.items():
-        for p, (lo, hi) in (o.get("bounds") or {}).items():
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-                raise ConfigError(f"bayes.setting_options.{name}.bounds.{p}",
-                                  f"need finite lower < upper, got [{lo}, {hi}]")
-        if o.get("bounds") and (name in BUILTIN or "model" in o):
-            # bounds must name parameters of the setting: build it (sympy, about a
-            # second, so only where bounds are overridden) and let it check the names
-            from simcalib.bayes.models import build_setting
 
-            build_setting(name, o, "bayes.setting_options")
-        for k in ("gamma_prior", "ell_prior", "sigma2_prior"):
-            if k in o and o[k][1] <= 0:
-                raise ConfigError(f"bayes.setting_options.{name}.{k}", "second value must be > 0")
-        if "sigma2_prior" in o and o["sigma2_prior"][0] <= 0:
-            raise ConfigError(f"bayes.setting_options.{name}.sigma2_prior", "alpha must be > 0")
-        so = o.get("sampler") or {}
-        if (so.get("theta_kernel", s.get("theta_kernel", "mwg")) != "mwg"
-                and s.get("engine") == "sequential"):
-            raise ConfigError(f"bayes.setting_options.{name}.sampler.theta_kernel",
-                              "mala and hmc need bayes.sampler.engine vectorized")
-        it = so.get("iterations", s.get("iterations"))
-        if it is not None and so.get("burn_in", s.get("burn_in", 0)) >= it:
-            raise ConfigError(f"bayes.setting_options.{name}.sampler.burn_in",
-                              f"must be < iterations ({it})")
-    conv = b.get("convergence") or {}
-    if "r_hat" in conv and conv["r_hat"] < 1.0:
-        raise ConfigError("bayes.convergence.r_hat", "R-hat is >= 1 by construction; "
-                          f"a threshold of {conv['r_hat']} can never be met")
+
+def _check_options(name: str, o: Mapping[str, Any], sampler: Mapping[str, Any]) -> None:
+    """One ``setting_options`` entry: ordered finite bounds naming the setting's
+    parameters, proper priors, and its sampler overrides."""
+    from simcalib.bayes.models import BUILTIN
+
+    where = f"bayes.setting_options.{name}"
+    bounds = o["bounds"] if "bounds" in o else {}
+    for p, (lo, hi) in bounds.items():
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ConfigError(f"{where}.bounds.{p}", f"need finite lower < upper, got [{lo}, {hi}]")
+    if bounds and (name in BUILTIN or "model" in o):
+        # bounds must name parameters of the setting: build it (sympy, about a
+        # second, so only where bounds are overridden) and let it check the names
+        from simcalib.bayes.models import build_setting
+
+        build_setting(name, o, "bayes.setting_options")
+    for k in ("gamma_prior", "ell_prior", "sigma2_prior"):
+        if k in o and o[k][1] <= 0:
+            raise ConfigError(f"{where}.{k}", "second value must be > 0")
+    if "sigma2_prior" in o and o["sigma2_prior"][0] <= 0:
+        raise ConfigError(f"{where}.sigma2_prior", "alpha must be > 0")
+    if "sampler" in o:
+        _check_sampler(sampler, o["sampler"], f"{where}.sampler")
 
 
 def check_data_settings(config: dict[str, Any], dirs: Sequence[str] = ()) -> dict[str, str]:
@@ -76,18 +83,15 @@ def check_data_settings(config: dict[str, Any], dirs: Sequence[str] = ()) -> dic
     traces its rhs, reads the data): errors name the setting.  Returns the data file
     of each real-data setting, relative to the working directory when inside it."""
     from simcalib.bayes.models import build_setting
-    from simcalib.bayes.sampler import SamplerConfig
 
-    b = config.get("bayes") or {}
-    opts = b.get("setting_options") or {}
+    b = config["bayes"]
+    opts = b["setting_options"]
     out: dict[str, str] = {}
-    for name in b.get("settings") or []:
-        o = dict(opts.get(name) or {})
+    for name in b["settings"]:
+        o = dict(opts[name] if name in opts else {})
         if "model" not in o and "data" not in o:
             continue
-        override = o.pop("sampler", None) or {}
-        SamplerConfig.from_dict({**(b.get("sampler") or {}), **override},
-                                key=f"bayes.setting_options.{name}.sampler")
+        o.pop("sampler", None)      # checked by check_bayes
         setting = build_setting(name, o, dirs=dirs)
         if setting.data is not None:
             rel = os.path.relpath(setting.data)

@@ -1,7 +1,8 @@
 """Convergence checks of a chain set: rank-normalised R-hat and bulk ESS (ArviZ).
 
-Thresholds default to Vehtari et al. (2021): R-hat <= 1.01 and bulk ESS >= 400 over
-all chains, for every physical parameter, gamma, ell and sigma^2.  Used by
+Thresholds default to Vehtari et al. (2021), as ``bayes.convergence`` in the schema
+sets them (R-hat and bulk ESS over all chains, for every physical parameter, gamma,
+ell and sigma^2).  Used by
 ``sampler.until_converged`` to decide whether to extend the chains, and recorded
 with every run (``converged``, ``r_hat_max``, ``ess_bulk_min``, ``stop_reason``) so
 summaries and tables can show it.
@@ -16,15 +17,36 @@ from typing import Any
 
 import numpy as np
 
+from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError
 
-#: Vehtari et al. (2021): the thresholds every run is judged by unless
-#: ``sampler.until_converged`` sets its own.
-R_HAT_MAX = 1.01
-ESS_BULK_MIN = 400.0
+#: Vehtari et al. (2021): the thresholds every run is judged by unless ``bayes.convergence``
+#: or ``sampler.until_converged`` set others; read from bayes.schema.yaml, their one source
+_DEFAULTS: dict[str, Any] = schema_defaults("bayes.schema.yaml")["convergence"]
+R_HAT_MAX = float(_DEFAULTS["r_hat"])
+ESS_BULK_MIN = float(_DEFAULTS["ess_bulk"])
 
 
-@dataclass
+@dataclass(frozen=True)
+class Convergence:
+    """``bayes.convergence``: the thresholds a chain set must meet to be called
+    converged (rank-normalised R-hat and bulk ESS)."""
+
+    r_hat: float = R_HAT_MAX
+    ess_bulk: float = ESS_BULK_MIN
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Convergence:
+        """From the validated section (hand-written params may leave keys out: the
+        schema's defaults)."""
+        merged = {**_DEFAULTS, **(d or {})}
+        return cls(float(merged["r_hat"]), float(merged["ess_bulk"]))
+
+
+_UNTIL_KEYS = ("max_iterations", "block", "r_hat", "ess_bulk", "minor_modes")
+
+
+@dataclass(frozen=True)
 class UntilConverged:
     """``sampler.until_converged``: extend in blocks of ``block`` iterations (default:
     the configured ``iterations``) until converged or ``max_iterations`` in all."""
@@ -44,15 +66,12 @@ class UntilConverged:
             return None
         if not isinstance(d, Mapping):
             raise ConfigError(key, "must be a mapping with max_iterations (or null)")
-        extra = sorted(set(d) - {"max_iterations", "block", "r_hat", "ess_bulk", "minor_modes"})
+        extra = sorted(set(d) - set(_UNTIL_KEYS))
         if extra:
-            raise ConfigError(f"{key}.{extra[0]}", "unknown key; allowed: "
-                              "['block', 'ess_bulk', 'max_iterations', 'minor_modes', 'r_hat']")
+            raise ConfigError(f"{key}.{extra[0]}", f"unknown key; allowed: {sorted(_UNTIL_KEYS)}")
         if "max_iterations" not in d:
             raise ConfigError(f"{key}.max_iterations", "required")
-        uc = cls(int(d["max_iterations"]), None if d.get("block") is None else int(d["block"]),
-                 float(d.get("r_hat", R_HAT_MAX)), float(d.get("ess_bulk", ESS_BULK_MIN)),
-                 bool(d.get("minor_modes", True)))
+        uc = cls(**d)
         if uc.max_iterations < iterations:
             raise ConfigError(f"{key}.max_iterations",
                               f"must be >= sampler.iterations ({iterations})")

@@ -10,20 +10,23 @@ unconverged chain set is a WARNING in the log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from simcalib.bayes.data import read_obs
+from simcalib.bayes.convergence import Convergence
+from simcalib.bayes.data import DataReport, read_obs
 from simcalib.bayes.hyperpriors import data_scaled_priors
 from simcalib.bayes.likelihood import Likelihood
 from simcalib.bayes.models import Setting, build_setting
-from simcalib.bayes.posterior import Convergence, build_idata, posterior_summary, warn_unconverged
+from simcalib.bayes.numerics import numeric_events
+from simcalib.bayes.posterior import build_idata, posterior_summary, warn_unconverged
 from simcalib.bayes.predict import dense_grid, predictive
+from simcalib.bayes.results import RunResult
 from simcalib.bayes.sampler import SamplerConfig, run
+from simcalib.bayes.settings import JobSettings
 from simcalib.errors import ConfigError
 from simcalib.seeds import rng
 
@@ -39,70 +42,77 @@ class Calibration:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def sampler_config(params: Mapping[str, Any], overrides: Mapping[str, Any] | None = None
-                   ) -> SamplerConfig:
-    """The study's sampler settings with a setting's own overrides on top."""
-    return SamplerConfig.from_dict({**(params.get("sampler") or {}), **(overrides or {})})
-
-
-def fit_ode(name: str, params: Mapping[str, Any], data_path: str, method: str, seed: int,
-              rep: int = 0, dirs: Sequence[str] = (), predict: bool = True,
-              truth: Mapping[str, Any] | None = None) -> Calibration:
-    """``params``: ``options`` (the setting's options), ``sampler``, ``convergence``,
-    ``refine``, ``predict_draws`` (what the workflow passes through ``params:``).
+def fit_ode(name: str, job: JobSettings, data_path: str, method: str, seed: int,
+            rep: int = 0, predict: bool = True,
+            truth: Mapping[str, Any] | None = None) -> Calibration:
+    """One calibration with ``job``'s settings (built once from the rule's params).
     ``truth`` (a synthetic setting's truth.json) is read only under
     ``sampler.protocol: reference``, which starts the chains there (the paper's
     public code does; it shows what an honest start costs)."""
-    opts = dict(params.get("options") or {})
-    overrides = opts.pop("sampler", None)
-    setting = build_setting(name, opts, dirs=dirs)
-    cfg = sampler_config(params, overrides)
-    conv = Convergence.from_dict(params.get("convergence"))
+    setting = build_setting(name, job.options, dirs=job.search_dirs)
+    cfg, conv = job.sampler, job.convergence
     if cfg.chains < 2:
         log.warning("R-hat needs at least two chains; running %d (nothing will count as "
                     "converged)", cfg.chains)
+    if cfg.protocol == "reference" and truth is None:
+        raise ConfigError("bayes.sampler.protocol",
+                          "'reference' starts at the truth: pass --truth truth.json "
+                          "(simulated settings only)")
     obs, report = read_obs(data_path, setting.observed if setting.data else None)
-    setting, priors = data_scaled_priors(setting, obs, rng(seed, "bayes", name, "priors", rep),
-                                         ls_starts=cfg.ls_starts, source=data_path)
+    label = f"{name}/{method}" + (f"/rep{rep}" if setting.data is None else "")
+    with numeric_events(f"{label} (hyperpriors from the data)"):
+        setting, priors = data_scaled_priors(setting, obs,
+                                             rng(seed, "bayes", name, "priors", rep),
+                                             ls_starts=cfg.ls_starts, source=data_path)
     pb = Likelihood(setting, obs, method, source=data_path)
     keys = ("bayes", name, method, rep)
-    if cfg.protocol == "reference":
-        if truth is None:
-            raise ConfigError("bayes.sampler.protocol",
-                              "'reference' starts at the truth: pass --truth truth.json "
-                              "(simulated settings only)")
-    else:
-        truth = None
-    result = run(pb, cfg, seed, keys, init_keys=("bayes", name, "init", rep), truth=truth)
-    attrs = {"setting": name, "method": method, "rep": int(rep), "seed": int(seed),
-             "iterations": cfg.iterations, "burn_in": cfg.burn_in, "thin": cfg.thin,
-             "protocol": cfg.protocol, "engine": cfg.engine,
-             "iterations_run": int(result.record.get("iterations_run", cfg.iterations)),
-             "stop_reason": str(result.record.get("stop_reason", "fixed_length")),
-             "data": data_path, "truth": "known (synthetic)" if setting.data is None
-             else "unknown (real data)",
-             "gamma_prior": list(setting.gamma_prior), "ell_prior": list(setting.ell_prior),
-             "sigma2_prior": list(setting.sigma2_prior),
-             "hyperpriors": "from data" if priors else "given"}
-    idata = build_idata(pb, result, attrs, predictive_rng=rng(seed, *keys, "ppc"))
-    summ = posterior_summary(idata, setting.params, conv)
-    label = f"{name}/{method}" + (f"/rep{rep}" if setting.data is None else "")
-    converged = warn_unconverged(summ, label, conv)
-    pred = None
-    if predict:
-        refine = int(params.get("refine", 10))
-        t_dense = (dense_grid(obs.t, refine) if setting.data is not None
-                   else setting.dense_times(refine))
-        t_dense = t_dense[t_dense >= setting.model.t0]
-        pred = predictive(setting, idata, t_dense, int(params.get("predict_draws", 200)),
-                          rng(seed, *keys, "predict"))
+    result = run(pb, cfg, seed, keys, init_keys=("bayes", name, "init", rep),
+                 truth=truth if cfg.protocol == "reference" else None)
+    with numeric_events(f"{label} (posterior and predictive)"):
+        idata = build_idata(pb, result, _attrs(name, method, rep, seed, cfg, result, setting,
+                                               data_path, priors),
+                            predictive_rng=rng(seed, *keys, "ppc"))
+        summ = posterior_summary(idata, setting.params, conv)
+        converged = warn_unconverged(summ, label, conv)
+        pred = None
+        if predict:
+            t_dense = (dense_grid(obs.t, job.refine) if setting.data is not None
+                       else setting.dense_times(job.refine))
+            t_dense = t_dense[t_dense >= setting.model.t0]
+            pred = predictive(setting, idata, t_dense, job.predict_draws,
+                              rng(seed, *keys, "predict"))
+    info = _info(name, method, rep, cfg, conv, result, setting, summ, converged, report,
+                 priors)
+    return Calibration(setting, idata, summ, pred, info)
+
+
+def _attrs(name: str, method: str, rep: int, seed: int, cfg: SamplerConfig,
+           result: RunResult, setting: Setting, data_path: str,
+           priors: Mapping[str, Any]) -> dict[str, Any]:
+    """The posterior file's attributes: how it was made."""
+    rec = result.record
+    return {"setting": name, "method": method, "rep": int(rep), "seed": int(seed),
+            "iterations": cfg.iterations, "burn_in": cfg.burn_in, "thin": cfg.thin,
+            "protocol": cfg.protocol, "engine": cfg.engine,
+            "iterations_run": int(rec["iterations_run"]),
+            "stop_reason": str(rec["stop_reason"]),
+            "data": data_path, "truth": "known (synthetic)" if setting.data is None
+            else "unknown (real data)",
+            "gamma_prior": list(setting.gamma_prior), "ell_prior": list(setting.ell_prior),
+            "sigma2_prior": list(setting.sigma2_prior),
+            "hyperpriors": "from data" if priors else "given"}
+
+
+def _info(name: str, method: str, rep: int, cfg: SamplerConfig, conv: Convergence,
+          result: RunResult, setting: Setting, summ: pd.DataFrame, converged: bool,
+          report: DataReport, priors: Mapping[str, Any]) -> dict[str, Any]:
+    """run.json: timing, acceptance, convergence, data and hyperpriors, counters."""
     counters = {k: int(sum(getattr(c.counters, k) for c in result.chains))
                 for k in vars(result.chains[0].counters)}
-    info = {"setting": name, "method": method, "rep": rep, "iterations": cfg.iterations,
+    return {"setting": name, "method": method, "rep": rep, "iterations": cfg.iterations,
             "burn_in": cfg.burn_in, "chains": cfg.chains,
             "seconds_per_chain": [c.seconds for c in result.chains],
-            "cpu_seconds_per_chain": [float(getattr(c, "cpu_seconds", np.nan))
-                                      for c in result.chains],
+            "cpu_seconds_per_chain": [float(c.cpu_seconds) for c in result.chains],
             "acceptance": [c.acceptance for c in result.chains],
             "init_theta": dict(zip(setting.params, map(float, result.init["theta"]),
                                    strict=True)),
@@ -118,4 +128,3 @@ def fit_ode(name: str, params: Mapping[str, Any], data_path: str, method: str, s
             "sampler_record": {k: v for k, v in result.record.items()
                                if isinstance(v, (str, int, float, bool))},
             **counters}
-    return Calibration(setting, idata, summ, pred, info)

@@ -11,12 +11,29 @@ import logging
 
 import numpy as np
 
-from simcalib.bayes.data import ObsData
+from simcalib.bayes.data import ObsData, check_scale
 from simcalib.bayes.kernels import ObsLayout
 from simcalib.bayes.models import Setting
 from simcalib.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
+
+
+def _check_values(y: np.ndarray, mask: np.ndarray, outputs: list[str], setting: Setting,
+                  source: str) -> None:
+    """Observations the modelled scale can take: > 0 for a ``positive`` setting (log
+    scale), and of a magnitude whose squares stay finite (1e300 counts are refused on
+    the linear scale, fine on the log scale)."""
+    if setting.positive:
+        bad = mask & (y <= 0)
+        if bad.any():
+            cols = sorted({outputs[j] for j in np.nonzero(bad)[1]})
+            raise DataError(source, f"{int(bad.sum())} observation(s) <= 0 in {cols}, but "
+                            f"setting {setting.name!r} is 'positive' (log scale): leave "
+                            "them empty (missing) or turn 'positive' off")
+        return
+    check_scale(y, outputs, source, f"rescale the column (other units) or model it on the "
+                f"log scale (bayes.setting_options.{setting.name}.positive: true)")
 
 
 class Likelihood:
@@ -50,14 +67,8 @@ class Likelihood:
             raise DataError(source,
                             f"y has shape {y.shape}, expected {(len(t), len(data.outputs))}")
         mask = np.isfinite(y)
-        self.positive = bool(getattr(setting, "positive", False))
-        if self.positive:
-            bad = mask & (y <= 0)
-            if bad.any():
-                cols = sorted({data.outputs[j] for j in np.nonzero(bad)[1]})
-                raise DataError(source, f"{int(bad.sum())} observation(s) <= 0 in {cols}, but "
-                                f"setting {setting.name!r} is 'positive' (log scale): leave "
-                                "them empty (missing) or turn 'positive' off")
+        self.positive = bool(setting.positive)
+        _check_values(y, mask, data.outputs, setting, source)
         if mask.sum() < 3:
             raise DataError(source, "fewer than 3 finite observations")
         # output-major stacking of the observed entries (missing ones masked out)

@@ -41,6 +41,21 @@ def resolve_path(path: str, dirs: Sequence[str]) -> str:
     return path
 
 
+def module_dir(spec: str, dirs: Sequence[str]) -> str | None:
+    """The directory of ``dirs`` (in the order :func:`load_factory` searches them) that
+    holds the module of ``module:function`` (``pkg/mod.py`` or ``pkg/mod/__init__.py``),
+    or None when it is none of them (an installed module, or a file path spec)."""
+    mod_name = spec.rpartition(":")[0]
+    if not mod_name or mod_name.endswith(".py") or os.sep in mod_name or "/" in mod_name:
+        return None
+    rel = mod_name.replace(".", os.sep)
+    for d in dirs:
+        if (os.path.exists(os.path.join(d, rel + ".py"))
+                or os.path.exists(os.path.join(d, rel, "__init__.py"))):
+            return d
+    return None
+
+
 def load_factory(spec: str, key: str, dirs: Sequence[str] = ()) -> Callable[[], Any]:
     """``module:function`` (module found beside the config, in the working directory or
     on the path) or ``path/to/file.py:function``."""

@@ -194,6 +194,24 @@ def apply_convergence_rule(runs: list[dict[str, Any]], r_hat: float, ess_bulk: f
                                             ess_bulk)} for r in runs]
 
 
+def _param_stats(e: np.ndarray, cov: np.ndarray, wid: np.ndarray) -> dict[str, Any]:
+    """Bias, RMSE, coverage and width of ``n`` replications with standard errors (NaN
+    where ``n`` is too small)."""
+    n = len(e)
+    if n == 0:
+        return {k: np.nan for k in ("bias", "rmse", "rmse_se", "coverage", "width",
+                                    "bias_se", "coverage_se", "width_se")} | {"replications": 0}
+    rmse = float(np.sqrt(np.mean(e**2)))
+    nan = np.nan
+    mse_se = float(np.std(e**2, ddof=1) / np.sqrt(n)) if n > 1 else nan
+    return {"bias": float(e.mean()), "rmse": rmse,
+            "rmse_se": mse_se / (2 * rmse) if n > 1 else nan,
+            "coverage": float(cov.mean()), "width": float(wid.mean()), "replications": n,
+            "bias_se": float(e.std(ddof=1) / np.sqrt(n)) if n > 1 else nan,
+            "coverage_se": float(np.sqrt(cov.mean() * (1 - cov.mean()) / n)),
+            "width_se": float(wid.std(ddof=1) / np.sqrt(n)) if n > 1 else nan}
+
+
 def replication_param_table(runs: list[dict[str, Any]], setting: str, protocol: str,
                 subset: str = "converged") -> pd.DataFrame:
     """``subset``: ``converged`` (unconverged chain sets excluded, counted) or ``all``
@@ -207,21 +225,14 @@ def replication_param_table(runs: list[dict[str, Any]], setting: str, protocol: 
             cov = np.array([r["params"][p]["lo"] <= r["params"][p]["truth"]
                             <= r["params"][p]["hi"] for r in used], dtype=float)
             wid = np.array([r["params"][p]["hi"] - r["params"][p]["lo"] for r in used])
-            n = len(used)
-            rmse = float(np.sqrt(np.mean(e**2))) if n else np.nan
-            mse_se = float(np.std(e**2, ddof=1) / np.sqrt(n)) if n > 1 else np.nan
+            stats = _param_stats(e, cov, wid)
             ref = paper.PARAMS.get(setting, {}).get(method, {}).get(p, (np.nan,) * 4)
             rows.append({"setting": setting, "protocol": protocol, "method": method,
                          "parameter": p, "subset": subset,
-                         "bias": float(e.mean()) if n else np.nan,
-                         "rmse": rmse, "rmse_se": mse_se / (2 * rmse) if n > 1 else np.nan,
-                         "coverage": float(cov.mean()) if n else np.nan,
-                         "width": float(wid.mean()) if n else np.nan, "replications": n,
-                         "bias_se": float(e.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan,
-                         "coverage_se": float(np.sqrt(cov.mean() * (1 - cov.mean()) / n))
-                         if n else np.nan,
-                         "width_se": float(wid.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan,
-                         "excluded_unconverged": len(mine) - n,
+                         **{k: stats[k] for k in ("bias", "rmse", "rmse_se", "coverage",
+                                                  "width", "replications", "bias_se",
+                                                  "coverage_se", "width_se")},
+                         "excluded_unconverged": len(mine) - len(used),
                          "paper_bias": ref[0], "paper_rmse": ref[1], "paper_coverage": ref[2],
                          "paper_width": ref[3]})
     return pd.DataFrame(rows)

@@ -250,6 +250,20 @@ def build_setting(name: str, options: Mapping[str, Any] | None = None,
     unknown = sorted(set(opts) - set(OPTION_KEYS))
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}", f"unknown option; allowed: {list(OPTION_KEYS)}")
+    setting = _base_setting(name, opts, where, key, dirs)
+    setting = replace(setting, **_setting_changes(setting, opts, where))
+    _set_model_options(setting.model, opts, where)
+    if "data" in opts:
+        setting = _with_data(setting, str(opts["data"]), where, "observed" in opts, dirs)
+    else:
+        setting = setting.with_unit_priors()
+    check_setting(setting, where)
+    return setting
+
+
+def _base_setting(name: str, opts: Mapping[str, Any], where: str, key: str,
+                  dirs: Sequence[str]) -> Setting:
+    """The user's factory's setting (``model``) or the built-in one."""
     if "model" in opts:
         spec = str(opts["model"])
         factory = load_factory(spec, f"{where}.model", dirs)
@@ -260,50 +274,46 @@ def build_setting(name: str, options: Mapping[str, Any] | None = None,
         if not isinstance(setting, Setting):
             raise ConfigError(f"{where}.model", f"factory {spec!r} must return a "
                               f"simcalib.bayes.Setting, got {type(setting).__name__}")
-        setting = replace(setting, name=name)
-    elif name in BUILTIN:
-        setting = BUILTIN[name]()
-    else:
-        raise ConfigError(key, f"unknown setting {name!r}; built-in: {sorted(BUILTIN)} "
-                          "(or give 'model: module:function')")
+        return replace(setting, name=name)
+    if name in BUILTIN:
+        return BUILTIN[name]()
+    raise ConfigError(key, f"unknown setting {name!r}; built-in: {sorted(BUILTIN)} "
+                      "(or give 'model: module:function')")
+
+
+def _setting_changes(setting: Setting, opts: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The options that replace fields of the setting (bounds, priors, design)."""
     bounds = dict(setting.bounds)
-    for p, b in (opts.get("bounds") or {}).items():
+    for p, b in (opts["bounds"] if "bounds" in opts else {}).items():
         if p not in setting.params:
-            raise ConfigError(f"{where}.bounds.{p}", f"not a parameter of {name}: {setting.params}")
+            raise ConfigError(f"{where}.bounds.{p}", f"not a parameter of {setting.name}: "
+                              f"{setting.params}")
         bounds[p] = _pair(b, f"{where}.bounds.{p}", positive_second=False)
     changes: dict[str, Any] = {"bounds": bounds}
     for k in ("gamma_prior", "ell_prior", "sigma2_prior"):
         if k in opts:
             changes[k] = _pair(opts[k], f"{where}.{k}")
-    for k in ("noise_variance", "t_end"):
+    for k, cast in (("noise_variance", float), ("t_end", float), ("n_obs", int),
+                    ("observed", list), ("positive", bool)):
         if k in opts:
-            changes[k] = float(opts[k])
-    if "n_obs" in opts:
-        changes["n_obs"] = int(opts["n_obs"])
-    if "observed" in opts:
-        changes["observed"] = list(opts["observed"])
-    if "positive" in opts:
-        changes["positive"] = bool(opts["positive"])
-    setting = replace(setting, **changes)
-    if "rtol" in opts:
-        setting.model.rtol = float(opts["rtol"])
-    if "atol" in opts:
-        setting.model.atol = float(opts["atol"])
+            changes[k] = cast(opts[k])
+    return changes
+
+
+def _set_model_options(model: Any, opts: Mapping[str, Any], where: str) -> None:
+    """The options that set the ODE model's tolerances, solver, t0 and z0."""
+    for k in ("rtol", "atol"):
+        if k in opts:
+            setattr(model, k, float(opts[k]))
     if "solver" in opts:
-        set_solver(setting.model, str(opts["solver"]), f"{where}.solver")
+        set_solver(model, str(opts["solver"]), f"{where}.solver")
     if "t0" in opts:
-        setting.model.t0 = float(opts["t0"])
+        model.t0 = float(opts["t0"])
     if "z0" in opts:
         try:
-            setting.model.set_z0(list(opts["z0"]))
+            model.set_z0(list(opts["z0"]))
         except ValueError as exc:
             raise ConfigError(f"{where}.z0", str(exc)) from None
-    if "data" in opts:
-        setting = _with_data(setting, str(opts["data"]), where, "observed" in opts, dirs)
-    else:
-        setting = setting.with_unit_priors()
-    check_setting(setting, where)
-    return setting
 
 
 def _with_data(s: Setting, path: str, where: str, observed_given: bool,
@@ -337,6 +347,12 @@ def _with_data(s: Setting, path: str, where: str, observed_given: bool,
 
 def check_setting(s: Setting, where: str) -> None:
     """Fail early on bounds, priors and designs that cannot work."""
+    _check_bounds(s, where)
+    _check_priors(s, where)
+    _check_design(s, where)
+
+
+def _check_bounds(s: Setting, where: str) -> None:
     clash = sorted(set(s.params) & RESERVED)
     if clash:
         raise ConfigError(f"{where}.model", f"parameter name(s) {clash} are reserved for the "
@@ -348,6 +364,9 @@ def check_setting(s: Setting, where: str) -> None:
         lo, hi = s.bounds[p]
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ConfigError(f"{where}.bounds.{p}", f"need finite lower < upper, got [{lo}, {hi}]")
+
+
+def _check_priors(s: Setting, where: str) -> None:
     for k in ("gamma_prior", "ell_prior"):
         v = getattr(s, k)
         if v is not None and not (math.isfinite(v[0]) and v[1] > 0):
@@ -358,6 +377,9 @@ def check_setting(s: Setting, where: str) -> None:
             raise ConfigError(f"{where}.sigma2_prior", f"need alpha > 0 and beta > 0, got {(a, b)}")
     if not s.noise_variance > 0:
         raise ConfigError(f"{where}.noise_variance", "must be > 0")
+
+
+def _check_design(s: Setting, where: str) -> None:
     if s.n_obs < 3:
         raise ConfigError(f"{where}.n_obs", "need at least 3 observation times")
     if not s.t_end > s.t_start:

@@ -11,13 +11,12 @@ import logging
 import math
 import os
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX, stable
+from simcalib.bayes.convergence import Convergence, stable
 from simcalib.bayes.likelihood import Likelihood
 from simcalib.bayes.models import DISCREPANCY, HYPER
 from simcalib.bayes.modes import minor_modes
@@ -29,20 +28,6 @@ log = logging.getLogger(__name__)
 HYPER_NAMES = [HYPER["gamma"], HYPER["ell"], HYPER["sigma2"]]
 SUMMARY_COLUMNS = ["parameter", "mean", "sd", "lower95", "upper95", "median", "r_hat",
                    "ess_bulk", "ess_tail", "converged", "minor_mode"]
-
-
-@dataclass(frozen=True)
-class Convergence:
-    """The thresholds a chain set must meet to be called converged (Vehtari et al.
-    2021: rank-normalised R-hat <= 1.01 and bulk ESS >= 400)."""
-
-    r_hat: float = R_HAT_MAX
-    ess_bulk: float = ESS_BULK_MIN
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Convergence:
-        d = d or {}
-        return cls(float(d.get("r_hat", R_HAT_MAX)), float(d.get("ess_bulk", ESS_BULK_MIN)))
 
 
 def _az() -> Any:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from simcalib.bayes._threads import limit_blas_threads
-from simcalib.bayes.convergence import is_converged
+from simcalib.bayes.convergence import Convergence, is_converged
 from simcalib.bayes.likelihood import Likelihood
 from simcalib.bayes.metrics import output_metrics_one
 from simcalib.bayes.models import build_setting
@@ -33,9 +33,12 @@ from simcalib.bayes.posterior import build_idata
 from simcalib.bayes.predict import predictive
 from simcalib.bayes.sampler import SamplerConfig, run_many
 from simcalib.bayes.synthetic import simulate
+from simcalib.config import schema_defaults
 from simcalib.seeds import rng
 
 log = logging.getLogger(__name__)
+#: the ``bayes`` section's defaults (refine, predict_draws: bayes.schema.yaml)
+_D = schema_defaults("bayes.schema.yaml")
 
 #: replication records' identifying fields, in order
 KEYS = ("setting", "protocol", "method", "rep")
@@ -60,13 +63,14 @@ def blocks(replications: int, size: int) -> list[str]:
 
 def run_block(setting_name: str, protocol: str, method: str, reps: Sequence[int],
               sampler: Mapping[str, Any], seed: int, output: bool = True,
-              r_hat: float = 1.01, ess_bulk: float = 400.0, refine: int = 10,
-              predict_draws: int = 200) -> list[dict[str, Any]]:
+              convergence: Convergence | None = None, refine: int = _D["refine"],
+              predict_draws: int = _D["predict_draws"]) -> list[dict[str, Any]]:
     """One record per replication in ``reps`` (see the module docstring).
 
     ``cpu_total`` of a run is the block's process CPU divided by its size;
-    ``converged`` applies ``r_hat`` / ``ess_bulk`` (the tables re-apply their own
-    thresholds, so stored records serve any rule)."""
+    ``converged`` applies ``convergence`` (default: the schema's thresholds; the
+    tables re-apply their own, so stored records serve any rule)."""
+    conv = convergence or Convergence()
     limit_blas_threads(1)
     reps = [int(r) for r in reps]
     t0 = time.process_time()
@@ -101,12 +105,13 @@ def run_block(setting_name: str, protocol: str, method: str, reps: Sequence[int]
                                              "xi": sim.dense["xi"][:, j]})
                                for j, o in enumerate(sim.obs.outputs)], ignore_index=True)
             out = output_metrics_one(pred, dense)
-        rh, ess = float(rec.get("r_hat_max", np.nan)), float(rec.get("ess_bulk_min", np.nan))
+        rh, ess = float(rec["r_hat_max"]), float(rec["ess_bulk_min"])
         records.append({"setting": setting_name, "protocol": protocol, "method": method,
                         "rep": r, "params": params, "output": out, "r_hat_max": rh,
-                        "ess_bulk_min": ess, "converged": is_converged(rh, ess, r_hat, ess_bulk),
-                        "iterations_run": int(rec.get("iterations_run", cfg.iterations)),
-                        "stop_reason": rec.get("stop_reason"), "cpu_sampling": c_sample,
+                        "ess_bulk_min": ess,
+                        "converged": is_converged(rh, ess, conv.r_hat, conv.ess_bulk),
+                        "iterations_run": int(rec["iterations_run"]),
+                        "stop_reason": rec["stop_reason"], "cpu_sampling": c_sample,
                         "batched_runs": len(reps),
                         "acceptance": [float(c.acceptance) for c in res.chains]})
         log.info("%s %s %s rep %d: R-hat %.3f, bulk ESS %.0f (%s)", setting_name, protocol,

@@ -29,12 +29,13 @@ import math
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.optimize
 
+from simcalib.bayes.convergence import ESS_BULK_MIN, R_HAT_MAX
 from simcalib.bayes.data import ObsData
 from simcalib.bayes.kernels import (
     CholeskyError,
@@ -45,114 +46,17 @@ from simcalib.bayes.kernels import (
     tri_solve,
 )
 from simcalib.bayes.likelihood import Likelihood
-from simcalib.config import schema_defaults
-from simcalib.errors import ConfigError, DataError
+from simcalib.bayes.numerics import numeric_events
+from simcalib.bayes.results import ChainResult, Counters, RunResult
+from simcalib.bayes.sampler_config import SamplerConfig
+from simcalib.errors import DataError
 from simcalib.progress import eta
 
-__all__ = ["Likelihood", "ObsData", "Sampler", "SamplerConfig", "run"]
+__all__ = ["ChainResult", "Counters", "Likelihood", "ObsData", "RunResult", "Sampler",
+           "SamplerConfig", "run", "run_many"]
 
 log = logging.getLogger(__name__)
 LOG2PI = math.log(2.0 * math.pi)
-
-
-#: bayes.sampler's defaults, read from bayes.schema.yaml: the one source of defaults, so
-#: a sampler built from Python (the API, tests, benchmarks) runs what a config would.
-_D: dict[str, Any] = schema_defaults("bayes.schema.yaml")["sampler"]
-
-
-@dataclass
-class SamplerConfig:
-    """Settings of one MCMC run (``bayes.sampler``; docs/bayes.md explains each).
-
-    ``engine``: "vectorized" runs all chains in lock-step (batched solves, pooled
-    adaptation, :mod:`simcalib.bayes.lockstep`), "sequential" one chain after the
-    other; ``theta_scale``: the vectorized engine proposes theta on its own bounded
-    scale ("linear") or on the logit scale of its bounds; ``theta_kernel``: its
-    theta block's kernel, adaptive random-walk Metropolis ("mwg"), or gradient-informed
-    "mala" / "hmc" (``leapfrog_steps`` steps, one number or one per method) from the
-    sensitivities, whose trajectories are rejected at theta's bounds or reflected
-    there (``theta_boundary``); ``protocol``: "honest"
-    (least-squares start) or "reference" (start at the truth, +-box hyperpriors);
-    ``until_converged``: ``{max_iterations, block, r_hat, ess_bulk}`` or None."""
-
-    iterations: int = _D["iterations"]
-    burn_in: int = _D["burn_in"]
-    chains: int = _D["chains"]
-    thin: int = _D["thin"]
-    adapt_every: int = _D["adapt_every"]
-    adapt_scale: bool = _D["adapt_scale"]
-    adapt_after_burn_in: bool = _D["adapt_after_burn_in"]
-    initial_step: float = _D["initial_step"]          # fraction of (UB - LB) for theta
-    initial_step_log: float = _D["initial_step_log"]  # sd for log gamma, log ell
-    ls_starts: int = _D["ls_starts"]
-    log_every: int = _D["log_every"]
-    progress: bool = _D["progress"]
-    engine: str = _D["engine"]
-    theta_scale: str = _D["theta_scale"]
-    theta_kernel: str = _D["theta_kernel"]
-    leapfrog_steps: int | dict[str, int] = _D["leapfrog_steps"]
-    theta_boundary: str = _D["theta_boundary"]
-    protocol: str = _D["protocol"]
-    reference_box: float = _D["reference_box"]
-    until_converged: dict[str, Any] | None = _D["until_converged"]
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], key: str = "bayes.sampler") -> SamplerConfig:
-        from simcalib.bayes.convergence import UntilConverged
-
-        known = set(cls.__dataclass_fields__)
-        extra = sorted(set(d) - known)
-        if extra:
-            raise ConfigError(f"{key}.{extra[0]}", f"unknown key; allowed: {sorted(known)}")
-        cfg = cls(**{k: v for k, v in d.items()})
-        if cfg.iterations < 2 or not 0 <= cfg.burn_in < cfg.iterations:
-            raise ConfigError(f"{key}.burn_in", "need 0 <= burn_in < iterations")
-        if cfg.chains < 1 or cfg.thin < 1 or cfg.adapt_every < 2 or cfg.ls_starts < 1:
-            raise ConfigError(key, "chains, thin, ls_starts must be >= 1 and adapt_every >= 2")
-        if cfg.engine not in ("vectorized", "sequential"):
-            raise ConfigError(f"{key}.engine",
-                              f"{cfg.engine!r} is not one of ['vectorized', 'sequential']")
-        if cfg.theta_scale not in ("linear", "logit"):
-            raise ConfigError(f"{key}.theta_scale",
-                              f"{cfg.theta_scale!r} is not one of ['linear', 'logit']")
-        if cfg.theta_kernel not in ("mwg", "mala", "hmc"):
-            raise ConfigError(f"{key}.theta_kernel",
-                              f"{cfg.theta_kernel!r} is not one of ['mwg', 'mala', 'hmc']")
-        if cfg.theta_kernel != "mwg" and cfg.engine != "vectorized":
-            raise ConfigError(f"{key}.theta_kernel",
-                              f"{cfg.theta_kernel!r} needs engine 'vectorized' (the "
-                              "sequential engine has the random-walk kernel only)")
-        steps = cfg.leapfrog_steps
-        if isinstance(steps, Mapping):
-            if set(steps) != {"koh", "mos"}:
-                raise ConfigError(f"{key}.leapfrog_steps",
-                                  f"per-method steps need exactly the keys koh and mos, "
-                                  f"got {sorted(steps)}")
-            bad = [k for k, v in steps.items() if not isinstance(v, int) or v < 1]
-            if bad:
-                raise ConfigError(f"{key}.leapfrog_steps.{bad[0]}", "must be an integer >= 1")
-        elif not isinstance(steps, int) or steps < 1:
-            raise ConfigError(f"{key}.leapfrog_steps", "must be >= 1 (or {koh: n, mos: n})")
-        if cfg.theta_boundary not in ("reject", "reflect"):
-            raise ConfigError(f"{key}.theta_boundary",
-                              f"{cfg.theta_boundary!r} is not one of ['reject', 'reflect']")
-        if cfg.protocol not in ("honest", "reference"):
-            raise ConfigError(f"{key}.protocol",
-                              f"{cfg.protocol!r} is not one of ['honest', 'reference']")
-        if not 0 < cfg.reference_box < 1:
-            raise ConfigError(f"{key}.reference_box", "must be in (0, 1)")
-        until = UntilConverged.from_dict(cfg.until_converged, cfg.iterations,
-                                         f"{key}.until_converged")
-        if until is not None and cfg.engine != "vectorized":
-            raise ConfigError(f"{key}.until_converged",
-                              "needs engine 'vectorized' (the sequential engine runs "
-                              "fixed-length chains)")
-        return cfg
-
-    def until(self) -> Any:
-        from simcalib.bayes.convergence import UntilConverged
-
-        return UntilConverged.from_dict(self.until_converged, self.iterations)
 
 
 @dataclass
@@ -165,40 +69,6 @@ class _State:
     lp: float = -np.inf
     chol: np.ndarray | None = None    # Cholesky of C_delta + sigma^2 I (current sigma^2)
     chol_c: np.ndarray | None = None  # Cholesky of C (lazily, for delta draws)
-
-
-@dataclass
-class Counters:
-    ode_failures: int = 0
-    out_of_bounds: int = 0
-    regularised: int = 0
-    cholesky_failures: int = 0
-
-
-@dataclass
-class ChainResult:
-    theta: np.ndarray          # (draws, p)
-    log_gamma: np.ndarray
-    log_ell: np.ndarray
-    sigma2: np.ndarray
-    delta: np.ndarray          # (draws, m)
-    lp: np.ndarray
-    accepted: np.ndarray
-    acceptance: float
-    counters: Counters
-    seconds: float
-    start: np.ndarray
-    cpu_seconds: float = float("nan")  # process CPU time: the one-core cost under contention
-
-
-@dataclass
-class RunResult:
-    chains: list[ChainResult]
-    init: dict[str, Any] = field(default_factory=dict)
-    # how the run went: engine, protocol, iterations_run, r_hat_max, ess_bulk_min,
-    # converged (R-hat <= 1.01 and bulk ESS >= 400 unless until_converged says
-    # otherwise) and stop_reason (fixed_length | converged | max_iterations)
-    record: dict[str, Any] = field(default_factory=dict)
 
 
 class Sampler:
@@ -314,14 +184,15 @@ class Sampler:
                 "sigma2": max(2.0 * best[0] / pb.m, 1e-12)}
 
     # ------------------------------------------------------------- chain
-    def run_chain(self, init: dict[str, Any], rng: np.random.Generator, label: str = ""
-                  ) -> ChainResult:
+    def _start_state(self, init: dict[str, Any], rng: np.random.Generator,
+                     counters: Counters) -> _State:
+        """The LS fit (or the truth, protocol reference) jittered by the initial step,
+        hyperparameters at their prior medians (or their true values); up to 100
+        tries for a finite log posterior."""
         cfg, pb = self.cfg, self.pb
-        counters = Counters()
         span = pb.upper - pb.lower
-        # start: LS fit (or the truth, protocol reference) jittered by the initial step,
-        # hyperparameters at their prior medians (or their true values)
-        x = np.concatenate([init["theta"], init.get("hyper", self.hyper.start())])
+        x = np.concatenate([init["theta"],
+                            init["hyper"] if "hyper" in init else self.hyper.start()])
         sigma2 = float(init["sigma2"])
         st = None
         for _ in range(100):
@@ -331,76 +202,58 @@ class Sampler:
             x0[-2:] += cfg.initial_step_log * rng.standard_normal(2)
             st = self._state(x0, sigma2, counters)
             if st is not None and np.isfinite(st.lp):
-                break
-        if st is None or not np.isfinite(st.lp):
-            raise DataError("data", "no finite starting point near the least-squares fit")
-        start = st.x.copy()
-        d = self.d
-        prop_cov = np.diag(np.concatenate([(cfg.initial_step * span) ** 2,
-                                           [cfg.initial_step_log**2] * 2]))
-        prop_chol = np.linalg.cholesky(prop_cov)
-        base_scale = 2.38**2 / d
-        lam = 1.0
-        n_keep = len(range(cfg.burn_in, cfg.iterations, cfg.thin))
-        out_theta = np.empty((n_keep, pb.p))
-        out_hyp = np.empty((n_keep, 2))
-        out_s2 = np.empty(n_keep)
-        out_delta = np.empty((n_keep, pb.m))
-        out_lp = np.empty(n_keep)
-        out_acc = np.zeros(n_keep, dtype=np.int8)
-        hist = np.empty((cfg.iterations, d))
-        acc_total, acc_block, k = 0, 0, 0
-        t0, c0 = time.perf_counter(), time.process_time()
-        bar = None
-        if cfg.progress and sys.stderr.isatty():
-            from tqdm import tqdm
+                return st
+        raise DataError("data", "no finite starting point near the least-squares fit")
 
-            bar = tqdm(total=cfg.iterations, desc=label or "chain", leave=False, file=sys.stderr)
+    def _metropolis(self, st: _State, prop_chol: np.ndarray, sigma2: float,
+                    rng: np.random.Generator, counters: Counters) -> tuple[_State, bool]:
+        """1. (theta, phi) | sigma^2 by random-walk Metropolis on the marginal posterior."""
+        xp = st.x + prop_chol @ rng.standard_normal(self.d)
+        new = self._state(xp, sigma2, counters)
+        if new is not None and np.isfinite(new.lp):
+            if math.log(rng.uniform()) < new.lp - st.lp:
+                return new, True
+        return st, False
+
+    def _gibbs(self, st: _State, sigma2: float, rng: np.random.Generator,
+               counters: Counters) -> tuple[np.ndarray, float]:
+        """2. delta | theta, phi, sigma^2, y; 3. sigma^2 | theta, delta, y (all m
+        observed entries); the state's log posterior follows the new sigma^2."""
+        pb = self.pb
+        try:
+            delta = self._draw_delta(st, sigma2, rng, counters)
+        except CholeskyError:
+            counters.cholesky_failures += 1
+            delta = np.zeros(pb.m)
+        resid = pb.y - st.f - delta
+        a0, b0 = pb.setting.sigma2_prior
+        sigma2 = float((b0 + 0.5 * resid @ resid) / rng.gamma(a0 + 0.5 * pb.m))
+        st.lp = self._loglik(st, sigma2, counters) + self._log_prior_hyper(st.x[-2], st.x[-1])
+        return delta, sigma2
+
+    def run_chain(self, init: dict[str, Any], rng: np.random.Generator, label: str = ""
+                  ) -> ChainResult:
+        cfg, pb = self.cfg, self.pb
+        counters = Counters()
+        st = self._start_state(init, rng, counters)
+        sigma2 = float(init["sigma2"])
+        start = st.x.copy()
+        adapter = _Adapter.initial(cfg, pb.upper - pb.lower, self.d)
+        kept = _Kept(len(range(cfg.burn_in, cfg.iterations, cfg.thin)), pb.p, pb.m)
+        hist = np.empty((cfg.iterations, self.d))
+        acc_total = 0
+        t0, c0 = time.perf_counter(), time.process_time()
+        bar = _progress_bar(cfg, label)
         for it in range(cfg.iterations):
-            # 1. (theta, phi) | sigma^2 by random-walk Metropolis on the marginal posterior
-            xp = st.x + prop_chol @ rng.standard_normal(d)
-            new = self._state(xp, sigma2, counters)
-            accepted = False
-            if new is not None and np.isfinite(new.lp):
-                if math.log(rng.uniform()) < new.lp - st.lp:
-                    st, accepted = new, True
-                    acc_total += 1
-                    acc_block += 1
-            # 2. delta | theta, phi, sigma^2, y
-            try:
-                delta = self._draw_delta(st, sigma2, rng, counters)
-            except CholeskyError:
-                counters.cholesky_failures += 1
-                delta = np.zeros(pb.m)
-            # 3. sigma^2 | theta, delta, y (all m observed entries)
-            resid = pb.y - st.f - delta
-            a0, b0 = pb.setting.sigma2_prior
-            sigma2 = float((b0 + 0.5 * resid @ resid) / rng.gamma(a0 + 0.5 * pb.m))
-            st.lp = self._loglik(st, sigma2, counters) + self._log_prior_hyper(st.x[-2], st.x[-1])
+            st, accepted = self._metropolis(st, adapter.prop_chol, sigma2, rng, counters)
+            acc_total += accepted
+            adapter.acc_block += accepted
+            delta, sigma2 = self._gibbs(st, sigma2, rng, counters)
             hist[it] = st.x
             if it >= cfg.burn_in and (it - cfg.burn_in) % cfg.thin == 0:
-                out_theta[k] = st.x[: pb.p]
-                out_hyp[k] = st.x[-2:]
-                out_s2[k] = sigma2
-                out_delta[k] = delta
-                out_lp[k] = st.lp
-                out_acc[k] = accepted
-                k += 1
-            # adaptation of the proposal
-            adapting = cfg.adapt_after_burn_in or it + 1 < cfg.burn_in
-            if adapting and (it + 1) % cfg.adapt_every == 0:
-                rate = acc_block / cfg.adapt_every
-                acc_block = 0
-                if cfg.adapt_scale:
-                    lam = float(np.clip(lam * math.exp(2.0 * (rate - 0.234)), 1e-3, 1e3))
-                window = hist[(it + 1) // 2: it + 1]
-                emp = np.cov(window, rowvar=False) if len(window) > d else None
-                if emp is not None and np.all(np.isfinite(emp)):
-                    cov = lam * base_scale * emp + 1e-10 * prop_cov
-                    try:
-                        prop_chol, _ = robust_cholesky(cov)
-                    except CholeskyError:
-                        pass
+                kept.store(st, sigma2, delta, accepted)
+            if cfg.adapt_after_burn_in or it + 1 < cfg.burn_in:
+                adapter.update(it, hist, cfg)
             if bar is not None:
                 bar.update()
             if cfg.log_every and (it + 1) % cfg.log_every == 0:
@@ -410,9 +263,76 @@ class Sampler:
         if bar is not None:
             bar.close()
         seconds = time.perf_counter() - t0
-        return ChainResult(out_theta, out_hyp[:, 0], out_hyp[:, 1], out_s2, out_delta, out_lp,
-                           out_acc, acc_total / cfg.iterations, counters, seconds, start,
-                           time.process_time() - c0)
+        return ChainResult(kept.theta, kept.hyp[:, 0], kept.hyp[:, 1], kept.s2, kept.delta,
+                           kept.lp, kept.acc, acc_total / cfg.iterations, counters, seconds,
+                           start, time.process_time() - c0)
+
+
+def _progress_bar(cfg: SamplerConfig, label: str) -> Any:
+    if not (cfg.progress and sys.stderr.isatty()):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=cfg.iterations, desc=label or "chain", leave=False, file=sys.stderr)
+
+
+class _Adapter:
+    """The sequential chain's proposal: ``diag((initial_step (UB - LB))^2,
+    initial_step_log^2 x 2)`` at first, then every ``adapt_every`` iterations
+    ``lambda * 2.38^2 / d`` times the covariance of the second half of the history
+    (Haario et al.), ``lambda`` following the acceptance rate towards 0.234."""
+
+    def __init__(self, prop_cov: np.ndarray, d: int) -> None:
+        self.prop_cov = prop_cov
+        self.prop_chol = np.linalg.cholesky(prop_cov)
+        self.base_scale = 2.38**2 / d
+        self.d = d
+        self.lam = 1.0
+        self.acc_block = 0
+
+    @classmethod
+    def initial(cls, cfg: SamplerConfig, span: np.ndarray, d: int) -> _Adapter:
+        return cls(np.diag(np.concatenate([(cfg.initial_step * span) ** 2,
+                                           [cfg.initial_step_log**2] * 2])), d)
+
+    def update(self, it: int, hist: np.ndarray, cfg: SamplerConfig) -> None:
+        if (it + 1) % cfg.adapt_every != 0:
+            return
+        rate = self.acc_block / cfg.adapt_every
+        self.acc_block = 0
+        if cfg.adapt_scale:
+            self.lam = float(np.clip(self.lam * math.exp(2.0 * (rate - 0.234)), 1e-3, 1e3))
+        window = hist[(it + 1) // 2: it + 1]
+        emp = np.cov(window, rowvar=False) if len(window) > self.d else None
+        if emp is not None and np.all(np.isfinite(emp)):
+            cov = self.lam * self.base_scale * emp + 1e-10 * self.prop_cov
+            try:
+                self.prop_chol, _ = robust_cholesky(cov)
+            except CholeskyError:
+                pass
+
+
+class _Kept:
+    """The kept draws of one sequential chain."""
+
+    def __init__(self, n_keep: int, p: int, m: int) -> None:
+        self.theta = np.empty((n_keep, p))
+        self.hyp = np.empty((n_keep, 2))
+        self.s2 = np.empty(n_keep)
+        self.delta = np.empty((n_keep, m))
+        self.lp = np.empty(n_keep)
+        self.acc = np.zeros(n_keep, dtype=np.int8)
+        self.k = 0
+
+    def store(self, st: _State, sigma2: float, delta: np.ndarray, accepted: bool) -> None:
+        k, p = self.k, self.theta.shape[1]
+        self.theta[k] = st.x[:p]
+        self.hyp[k] = st.x[-2:]
+        self.s2[k] = sigma2
+        self.delta[k] = delta
+        self.lp[k] = st.lp
+        self.acc[k] = accepted
+        self.k += 1
 
 
 def _start(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
@@ -436,12 +356,8 @@ def _start(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, 
     return init, hyper
 
 
-def _vectorized_result(lanes: list[dict[str, Any]], record: dict[str, Any],
+def _vectorized_result(chains: list[ChainResult], record: dict[str, Any],
                        init: dict[str, Any]) -> RunResult:
-    chains = [ChainResult(c["theta"], c["log_gamma"], c["log_ell"], c["sigma2"],
-                          c["delta"], c["lp"], c["accepted"], c["acceptance"],
-                          Counters(**c["counters"]), c["seconds"], c["start"],
-                          c["cpu_seconds"]) for c in lanes]
     for i, c in enumerate(chains):
         log.info("chain %d: %.1f s, acceptance %.3f, %s", i, c.seconds, c.acceptance,
                  c.counters)
@@ -458,9 +374,16 @@ def run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...
     ``rng(seed, *keys, chain)`` (``engine: sequential``).  ``truth`` (theta, gamma, ell,
     noise_variance) is only read under ``protocol: reference``."""
     from simcalib.bayes._threads import limit_blas_threads
-    from simcalib.seeds import rng as make_rng
 
     limit_blas_threads(1)
+    with numeric_events("chain set " + "/".join(map(str, keys))):
+        return _run(problem, cfg, seed, keys, init_keys, truth)
+
+
+def _run(problem: Likelihood, cfg: SamplerConfig, seed: int, keys: tuple[Any, ...],
+         init_keys: tuple[Any, ...] | None, truth: Mapping[str, Any] | None) -> RunResult:
+    from simcalib.seeds import rng as make_rng
+
     init, hyper = _start(problem, cfg, seed, keys, init_keys, truth)
     if cfg.engine == "vectorized":
         from simcalib.bayes.lockstep import run_lockstep
@@ -511,17 +434,23 @@ def run_many(problems: list[Likelihood], cfg: SamplerConfig, seed: int,
     from simcalib.bayes.lockstep import run_lockstep_many
 
     limit_blas_threads(1)
-    starts = [_start(pb, cfg, seed, k, ik, tr) for pb, k, ik, tr
-              in zip(problems, keys, init_keys, truths, strict=True)]
-    out = run_lockstep_many(problems, cfg, [s[0] for s in starts], [s[1] for s in starts],
-                            [make_rng(seed, *k, "vectorized") for k in keys])
+    label = f"{len(problems)} chain sets " + "/".join(map(str, keys[0])) + "..."
+    with numeric_events(label):
+        starts = [_start(pb, cfg, seed, k, ik, tr) for pb, k, ik, tr
+                  in zip(problems, keys, init_keys, truths, strict=True)]
+        out = run_lockstep_many(problems, cfg, [s[0] for s in starts],
+                                [s[1] for s in starts],
+                                [make_rng(seed, *k, "vectorized") for k in keys])
     return [_vectorized_result(lanes, record, s[0])
             for (lanes, record), s in zip(out, starts, strict=True)]
 
 
 def _log_record(record: Mapping[str, Any]) -> None:
-    if record.get("converged") is False:
-        log.warning("chain set NOT converged (R-hat max %.3f, bulk ESS min %.0f; thresholds "
-                    "1.01 / 400 unless until_converged sets others): treat the posterior "
-                    "with care", record.get("r_hat_max", float("nan")),
-                    record.get("ess_bulk_min", float("nan")))
+    """The run's convergence verdict by the default thresholds (bayes.convergence's
+    schema values; until_converged's own when set).  INFO, not WARNING: the verdict a
+    job acts on is the posterior summary's, with the config's thresholds
+    (:func:`simcalib.bayes.posterior.warn_unconverged`), and one line says it."""
+    if "converged" in record and not record["converged"]:
+        log.info("chain set not converged (R-hat max %.3f, bulk ESS min %.0f; thresholds "
+                 "%g / %g unless until_converged sets others)", record["r_hat_max"],
+                 record["ess_bulk_min"], R_HAT_MAX, ESS_BULK_MIN)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -35,32 +35,30 @@ from simcalib.commands._common import (
 from simcalib.errors import ConfigError, DataError
 from simcalib.io import read_csv, read_json, write_csv, write_json, write_text
 
+if TYPE_CHECKING:     # the bayes modules load with the verb that needs them (start-up)
+    from simcalib.bayes.convergence import Convergence
+    from simcalib.bayes.settings import JobSettings
+
 log = logging.getLogger(__name__)
-
-
-def _options(params: dict[str, Any]) -> dict[str, Any]:
-    opts = params.get("options") or {}
-    if not isinstance(opts, dict):
-        raise ConfigError("bayes.setting_options", "must be a mapping")
-    return opts
 
 
 # ----------------------------------------------------------------------------- data
 def cmd_data(args: argparse.Namespace) -> int:
     from simcalib.bayes.models import build_setting
+    from simcalib.bayes.numerics import numeric_events
     from simcalib.bayes.synthetic import simulate
     from simcalib.seeds import rng
 
-    params = _bayes_params(args, "data")
+    job = _job(args, "data")
     args.seed = seed_from_args(args)
-    opts = {k: v for k, v in _options(params).items() if k != "sampler"}
-    if "data" in opts:
+    if "data" in job.options:
         raise ConfigError(f"bayes.setting_options.{args.setting}.data",
                           "a real-data setting has no simulated replications: fit its data "
                           "with bayes-run --data FILE")
-    setting = build_setting(args.setting, opts, dirs=params.get("search_dirs") or [])
-    sim = simulate(setting, rng(args.seed, "bayes", args.setting, "data", args.rep),
-                   refine=int(params.get("refine", 10)))
+    setting = build_setting(args.setting, job.options, dirs=job.search_dirs)
+    with numeric_events(f"{args.setting} data rep {args.rep}"):
+        sim = simulate(setting, rng(args.seed, "bayes", args.setting, "data", args.rep),
+                       refine=job.refine)
     obs = pd.DataFrame(sim.obs.y, columns=sim.obs.outputs)
     obs.insert(0, "time", sim.obs.t)
     write_csv(obs, args.obs)
@@ -87,13 +85,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simcalib.bayes.fit import fit_ode
     from simcalib.bayes.posterior import write_netcdf
 
-    params = _bayes_params(args, "run")
+    job = _job(args, "run")
     args.seed = seed_from_args(args)
-    _options(params)
-    truth = read_json(args.truth) if getattr(args, "truth", None) else None
-    res = fit_ode(args.setting, params, args.data, args.method, args.seed, args.rep,
-                    dirs=params.get("search_dirs") or [], predict=bool(args.predictive),
-                    truth=truth)
+    truth = read_json(args.truth) if args.truth else None
+    res = fit_ode(args.setting, job, args.data, args.method, args.seed, args.rep,
+                  predict=bool(args.predictive), truth=truth)
     write_netcdf(res.idata, args.posterior)
     summ = res.summary.copy()
     summ.insert(0, "rep", args.rep)
@@ -160,19 +156,18 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- replication study
 def cmd_run_batch(args: argparse.Namespace) -> int:
     from simcalib.bayes.replication import parse_reps, run_block
+    from simcalib.bayes.settings import ReplicationSettings
 
     params = load_params(args.params)
-    conv = params.get("convergence") or {}
+    rs = ReplicationSettings.from_params(params)
     try:
         reps = parse_reps(args.reps)
     except ValueError as exc:
         raise ConfigError("--reps", str(exc)) from None
-    records = run_block(args.setting, args.protocol, args.method, reps, params["sampler"],
-                        seed_from_args(args), output=bool(params.get("output_metrics", True)),
-                        r_hat=float(conv.get("r_hat", 1.01)),
-                        ess_bulk=float(conv.get("ess_bulk", 400.0)),
-                        refine=int(params.get("refine", 10)),
-                        predict_draws=int(params.get("predict_draws", 200)))
+    records = run_block(args.setting, args.protocol, args.method, reps, rs.sampler,
+                        seed_from_args(args), output=rs.output_metrics,
+                        convergence=rs.convergence, refine=rs.refine,
+                        predict_draws=rs.predict_draws)
     write_json({"params": params, "seed": seed_from_args(args), "records": records},
                args.output)
     bad = sum(not r["converged"] for r in records)
@@ -186,59 +181,75 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_replication_tables(args: argparse.Namespace) -> int:
-    from simcalib.bayes.metrics import (
-        SUBSETS,
-        apply_convergence_rule,
-        replication_output_table,
-        replication_paired_table,
-        replication_param_table,
-    )
-    from simcalib.bayes.plots import fig_paired_differences
-
-    params = load_params(args.params)
-    conv = params.get("convergence") or {}
-    r_hat, ess = float(conv.get("r_hat", 1.01)), float(conv.get("ess_bulk", 400.0))
+def _read_records(paths: list[str]) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
-    for path in args.records:
+    for path in paths:
         blob = read_json(path)
         if "records" not in blob:
             raise DataError(path, "not a bayes-run-batch file (no 'records')")
         runs.extend(blob["records"])
-    runs = apply_convergence_rule(runs, r_hat, ess)
+    return runs
+
+
+def _replication_tables(mine: list[dict[str, Any]], s: str, proto: str) -> dict[str, Any]:
+    """One setting and protocol's parameter, paired and output tables (both subsets)."""
+    from simcalib.bayes.metrics import (
+        SUBSETS,
+        replication_output_table,
+        replication_paired_table,
+        replication_param_table,
+    )
+
+    return {name: pd.concat([fn(mine, s, proto, sub) for sub in SUBSETS], ignore_index=True)
+            for name, fn in (("params", replication_param_table),
+                             ("paired", replication_paired_table),
+                             ("output", replication_output_table))}
+
+
+def _replication_meta(mine: list[dict[str, Any]], s: str, proto: str,
+                      args: argparse.Namespace, params: dict[str, Any],
+                      conv: Convergence) -> dict[str, Any]:
+    """meta.json of one setting and protocol: counts, cost and how it was made."""
+    methods = sorted({r["method"] for r in mine})
+    cpu = {m: [r["cpu_total"] for r in mine if r["method"] == m] for m in methods}
+    return {"made_by": args.made_by, "setting": s, "protocol": proto,
+            "replications": len({r["rep"] for r in mine}),
+            "sampler": params["sampler"], "seed": args.seed,
+            "convergence_thresholds": {"r_hat": conv.r_hat, "ess_bulk": conv.ess_bulk},
+            "unconverged": {m: sum(not r["converged"] for r in mine if r["method"] == m)
+                            for m in methods},
+            "cpu_seconds_per_run_mean": {m: float(np.mean(v)) for m, v in cpu.items()},
+            "cpu_seconds_total": float(sum(sum(v) for v in cpu.values())),
+            "batched_runs_max": max(int(r["batched_runs"]) if "batched_runs" in r else 1
+                                    for r in mine)}
+
+
+def cmd_replication_tables(args: argparse.Namespace) -> int:
+    from simcalib.bayes.metrics import apply_convergence_rule
+    from simcalib.bayes.plots import fig_paired_differences
+    from simcalib.bayes.settings import ReplicationSettings
+
+    params = load_params(args.params)
+    conv = ReplicationSettings.from_params(params).convergence
+    runs = apply_convergence_rule(_read_records(args.records), conv.r_hat, conv.ess_bulk)
     out_dir = Path(args.output_dir)
     all_paired = []
     groups = dict.fromkeys((r["setting"], r["protocol"]) for r in runs)
     for s, proto in groups:
         mine = [r for r in runs if r["setting"] == s and r["protocol"] == proto]
         stem = f"bayes_{s}_{proto}"
-        tables = {
-            "params": pd.concat([replication_param_table(mine, s, proto, sub)
-                                 for sub in SUBSETS], ignore_index=True),
-            "paired": pd.concat([replication_paired_table(mine, s, proto, sub)
-                                 for sub in SUBSETS], ignore_index=True),
-            "output": pd.concat([replication_output_table(mine, s, proto, sub)
-                                 for sub in SUBSETS], ignore_index=True)}
+        tables = _replication_tables(mine, s, proto)
         for name, df in tables.items():
             write_csv(df, out_dir / f"{stem}_{name}.csv")
         all_paired.append(tables["paired"])
-        methods = sorted({r["method"] for r in mine})
-        cpu = {m: [r["cpu_total"] for r in mine if r["method"] == m] for m in methods}
-        write_json({"made_by": args.made_by, "setting": s, "protocol": proto,
-                    "replications": len({r["rep"] for r in mine}),
-                    "sampler": params.get("sampler"), "seed": args.seed,
-                    "convergence_thresholds": {"r_hat": r_hat, "ess_bulk": ess},
-                    "unconverged": {m: sum(not r["converged"] for r in mine
-                                           if r["method"] == m) for m in methods},
-                    "cpu_seconds_per_run_mean": {m: float(np.mean(v)) for m, v in cpu.items()},
-                    "cpu_seconds_total": float(sum(sum(v) for v in cpu.values())),
-                    "batched_runs_max": max(int(r.get("batched_runs", 1)) for r in mine)},
+        write_json(_replication_meta(mine, s, proto, args, params, conv),
                    out_dir / f"{stem}_meta.json")
         n_bad = sum(not r["converged"] for r in mine)
         if n_bad:
             log.warning("%s %s: %d of %d chain sets not converged (R-hat > %g or bulk ESS < "
                         "%g): left out of the 'converged' rows, counted in "
-                        "excluded_unconverged", s, proto, n_bad, len(mine), r_hat, ess)
+                        "excluded_unconverged", s, proto, n_bad, len(mine), conv.r_hat,
+                        conv.ess_bulk)
     paired = [p for p in all_paired if len(p)]
     if args.figure and paired:
         fig_paired_differences(pd.concat(paired, ignore_index=True), args.figure)
@@ -360,18 +371,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bayes_params(args: argparse.Namespace, kind: str) -> dict[str, Any]:
-    """``--params`` as given, or the params the rule builds from ``--config`` (model
-    modules and data files are then searched beside the config file, then in the
-    working directory)."""
+def _job(args: argparse.Namespace, kind: str) -> JobSettings:
+    """The job's settings from ``--params`` as given, or from the params the rule
+    builds from ``--config`` (model modules and data files are then searched beside
+    the config file, then in the working directory)."""
     from simcalib.bayes import params as BP
+    from simcalib.bayes.settings import JobSettings
 
     cfg = config_from_args(args)
     if cfg is None:
-        return load_params(args.params)
-    dirs = [str(Path(args.config).resolve().parent)]
-    build = BP.data_params if kind == "data" else BP.run_params
-    return build(cfg, args.setting, dirs)
+        params = load_params(args.params)
+    else:
+        build = BP.data_params if kind == "data" else BP.run_params
+        params = build(cfg, args.setting, [str(Path(args.config).resolve().parent)])
+    return JobSettings.from_params(params, args.setting)
 
 
 def _add_settings(p: argparse.ArgumentParser, what: str) -> None:
