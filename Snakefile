@@ -39,8 +39,11 @@ try:
     check_config_files([*workflow.configfiles, *workflow.overwrite_configfiles])
     validate_config(config)
 except SimcalibError as exc:
-    print(f"simcalib: {exc}\n(`simcalib check CONFIG` reads and checks a config file "
-          "alone; docs/running.md, 'Troubleshooting')", file=sys.stderr)
+    print(
+        f"simcalib: {exc}\n(`simcalib check CONFIG` reads and checks a config file "
+        "alone; docs/running.md, 'Troubleshooting')",
+        file=sys.stderr,
+    )
     raise SystemExit(1) from None
 
 
