@@ -37,6 +37,27 @@ def run_started():
     RUN_STATE["since"] = now()
 
 
+def report_cmd():
+    """`snakemake --report` as it works for this run, typed where the run was started:
+    its --configfile (else the default config's results are looked for: "Missing
+    metadata"), and -s / -d where the run needed them."""
+    from simcalib.report.console import report_command
+
+    start = workflow.workdir_init   # where the user typed the command
+
+    def rel(path):
+        return os.path.relpath(os.path.join(start, str(path)), start)
+
+    files = [rel(f) for f in workflow.overwrite_configfiles]
+    snakefile = rel(workflow.main_snakefile)
+    here = rel(os.getcwd())   # the working directory (-d) the run used
+    return report_command(
+        files,
+        None if snakefile == "Snakefile" else snakefile,
+        None if here == "." else here,
+    )
+
+
 def print_run_summary(failed):
     import sys
 
@@ -51,5 +72,6 @@ def print_run_summary(failed):
         since=RUN_STATE.get("since"),
         failed=failed,
         page="results/report/summary.html",
+        report_cmd=report_cmd(),
     )
     sys.stderr.write(text + "\n")

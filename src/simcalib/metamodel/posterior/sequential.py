@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 #: levels of the held-out coverage check
 CHECK_LEVELS = (0.5, 0.8, 0.9, 0.95)
+#: kappa grid: below 1 too, because the fold ensembles' residuals (each trained on half
+#: the runs) overstate the error of the ensemble trained on all of them
+KAPPA_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
 
 @dataclass
@@ -105,7 +108,7 @@ def _kappa(space: Any, emu: Emulator, c: Mapping[str, Any], seed: int, study: st
            ) -> tuple[float, pd.DataFrame | None, dict[str, Any] | None]:
     """kappa (a number, or calibrated on fold-1 runs with the fold-0 ensemble), its
     table and the check on the fold-0 runs with the fold-1 ensemble."""
-    from simcalib.metamodel.posterior.scale import KAPPA_GRID, coverage_table, joint_ranks
+    from simcalib.metamodel.posterior.scale import coverage_table, joint_ranks
     from simcalib.seeds import rng
 
     if c["error_scale"] != "calibrate":
@@ -115,7 +118,9 @@ def _kappa(space: Any, emu: Emulator, c: Mapping[str, Any], seed: int, study: st
                                rng(seed, "seq-posterior-kappa", study))
     table = coverage_table(rank, kap, KAPPA_GRID, m)
     miss = table.groupby("kappa", sort=True)["miss"].first()
-    kappa = float(miss.index[int(np.argmin(miss.to_numpy()))])
+    # ties: the kappa closest to 1 (no coarsening unless the runs ask for it)
+    order = np.lexsort((np.abs(np.log(miss.index.to_numpy(dtype=float))), miss.to_numpy()))
+    kappa = float(miss.index[int(order[0])])
     rank2, _, m2 = joint_ranks(space, emu.folds[1], rows[fold == 0], [kappa], c,
                                rng(seed, "seq-posterior-kappa-check", study))
     check = {"rows": int(m2), "kappa": kappa,
