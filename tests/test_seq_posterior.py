@@ -207,3 +207,38 @@ def test_hpd_region_holds_ninety_percent_of_draws():
     inside = np.array([agreement.inside_hpd(v, lp) for v in lp[:2000]])
     assert inside.mean() == pytest.approx(0.9, abs=0.02)
     assert not agreement.inside_hpd(-np.inf, lp)
+
+
+@pytest.mark.slow
+def test_rule_writes_the_posterior_beside_the_strategy_and_the_console_shows_it(
+        tmp_path):
+    """The workflow: cal_seq_posterior runs downstream of sequential's job, its files
+    land in results/<study>/calibration/sequential_posterior/, the read-me-first page
+    shows its answer, and the console's end block prints the answer with intervals and
+    a report command carrying the --configfile the run used."""
+    import json
+
+    from tests.conftest import REPO, run_snakemake
+
+    cfg = REPO / "tests" / "configs" / "seq_posterior.yaml"
+    proc = run_snakemake(tmp_path, configfile=cfg, timeout=1200)
+    out = tmp_path / "results" / "rosen" / "calibration" / "sequential_posterior"
+    ans = pd.read_csv(out / "answer.csv")
+    rec = pd.read_csv(tmp_path / "results" / "rosen" / "calibration" / "sequential.csv")
+    assert list(ans["target_id"]) == list(rec["target_id"])
+    # Rosenbrock is deterministic: the answer is sequential's best run
+    np.testing.assert_allclose(ans[["x_x", "x_y"]], rec[["x_x", "x_y"]])
+    assert {"inside_90", "inside_joint_90", "why_outside"} <= set(ans.columns)
+    meta = json.loads((out / "posterior.json").read_text())
+    assert meta["usable_runs"] == len(pd.read_csv(
+        tmp_path / "results" / "rosen" / "calibration" / "runs" / "sequential.csv"))
+    assert (out / "intervals.png").is_file() and (out / "targets" / "target_0.nc").is_file()
+    page = (tmp_path / "results" / "report" / "summary.md").read_text()
+    assert "sequential's posterior, from its own runs" in page
+    console = proc.stderr
+    assert "rosen: sequential (" in console and "target 0: x " in console
+    import os
+
+    # typed where the run was started: -d to its working directory, the config file
+    assert (f"-d {os.path.relpath(tmp_path)} --report results/report.html --configfile "
+            f"{os.path.relpath(cfg)}") in console

@@ -22,24 +22,9 @@ import pandas as pd
 from simcalib.report import agree
 from simcalib.report import flags as fl
 from simcalib.report.names import display
+from simcalib.report.recommend import recommended
 from simcalib.report.sections import Block, Figure, Table, read_if_exists
 from simcalib.study.observations import delta_unit
-
-
-def recommended(summary: pd.DataFrame) -> tuple[str, str] | None:
-    """(strategy, why): the smallest median re-scored Δ when the strategies were
-    re-scored on fresh runs (a stochastic simulator), else the smallest median Δ;
-    a strategy that failed on every target is never recommended."""
-    col = ("median_rescored_error" if "median_rescored_error" in summary
-           and summary["median_rescored_error"].notna().any() else "median_error")
-    ok = summary[np.isfinite(pd.to_numeric(summary[col], errors="coerce"))]
-    if "failed_targets" in ok and "targets" in ok:
-        ok = ok[ok["failed_targets"] < ok["targets"]]
-    if ok.empty:
-        return None
-    best = ok.loc[pd.to_numeric(ok[col]).idxmin()]
-    what = "median re-scored Δ (fresh runs)" if col == "median_rescored_error" else "median Δ"
-    return str(best["strategy"]), f"the smallest {what} of the strategies, {best[col]:.4g}"
 
 
 def _inputs_table(rec: pd.DataFrame, targets: pd.DataFrame | None, unit: str) -> pd.DataFrame:
@@ -89,22 +74,28 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
             blocks.append(Table(f"Calibrated inputs per target: {s} (click to open)",
                                 _inputs_table(r, targets, unit), collapsed=True))
     if figures is not None and outputs:
-        from simcalib.metamodel.plots import fig_answer
-
-        path = figures / f"answer_{study}.png"
-        sds = None
-        if targets is not None and any(f"sd_{o}" in targets for o in outputs):
-            sds = targets[["target_id", *[f"sd_{o}" for o in outputs
-                                          if f"sd_{o}" in targets]]]
-        label = "your data" if observed else "target (simulated)"
-        fig_answer(rec, outputs, path, f"{study}: {label} vs the simulator at {best}'s "
-                   "calibrated inputs", observed_label=label, sds=sds)
-        blocks.append(Figure(f"{study}: observed vs re-simulated outputs per target", path,
-                             f"black: {label}; orange: the simulator re-run at the inputs "
-                             f"{best} chose (one run per target)."))
+        blocks.append(answer_figure(rec, targets, outputs, figures, study, best, observed))
     blocks += seq_posterior_blocks(results, study)
     blocks += posterior_blocks(results, study, rec, best)
     return blocks
+
+
+def answer_figure(rec: pd.DataFrame, targets: pd.DataFrame | None, outputs: list[str],
+                  figures: Path, study: str, best: str, observed: bool) -> Figure:
+    """The observed outputs (with their sd_ error bars) beside the simulator re-run at
+    the recommended strategy's inputs."""
+    from simcalib.metamodel.plots import fig_answer
+
+    path = figures / f"answer_{study}.png"
+    sds = None
+    if targets is not None and any(f"sd_{o}" in targets for o in outputs):
+        sds = targets[["target_id", *[f"sd_{o}" for o in outputs if f"sd_{o}" in targets]]]
+    label = "your data" if observed else "target (simulated)"
+    fig_answer(rec, outputs, path, f"{study}: {label} vs the simulator at {best}'s "
+               "calibrated inputs", observed_label=label, sds=sds)
+    return Figure(f"{study}: observed vs re-simulated outputs per target", path,
+                  f"black: {label}; orange: the simulator re-run at the inputs {best} chose "
+                  "(one run per target).")
 
 
 def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str

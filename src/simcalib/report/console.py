@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from simcalib.report import agree
+from simcalib.report.recommend import recommended
 from simcalib.report.sections import read_if_exists
 
 #: targets listed per study (the page has them all)
@@ -50,8 +51,6 @@ def _intervals(post: pd.DataFrame | None, tid: int) -> dict[str, tuple[float, fl
 
 def study_lines(results: Path, study: str) -> list[str]:
     """The study's answer lines (empty without a calibration summary)."""
-    from simcalib.report.answer import recommended
-
     cal = results / study / "calibration"
     summ = read_if_exists(cal / "summary.csv")
     if summ is None or "strategy" not in summ:
