@@ -43,10 +43,15 @@ def report_cmd():
     metadata"), and -s / -d where the run needed them."""
     from simcalib.report.console import report_command
 
-    start = workflow.workdir_init   # where the user typed the command
+    # where the user typed the command: the shell's PWD (Snakemake has moved to the
+    # working directory of -d by now, and so has workflow.workdir_init)
+    start = os.environ.get("PWD") or workflow.workdir_init
 
     def rel(path):
-        return os.path.relpath(os.path.join(start, str(path)), start)
+        """Relative to where the user is, absolute where that climbs out of it."""
+        full = os.path.join(start, str(path))
+        r = os.path.relpath(full, start)
+        return os.path.abspath(full) if r.startswith("..") else r
 
     files = [rel(f) for f in workflow.overwrite_configfiles]
     snakefile = rel(workflow.main_snakefile)

@@ -146,6 +146,8 @@ def _answer(t: int, draws: Draws, table: pd.DataFrame, rec: pd.Series | None,
             return x, "best run (deterministic simulator)", _logp(draws, t, x)
     rows = table[(table["target_id"] == tid) & table["input"].isin(names)].set_index("input")
     med = rows.loc[names, "q50"].to_numpy(dtype=float)
+    ints = np.asarray(post.space.integer_mask, dtype=bool)
+    med[ints] = np.round(med[ints])   # a median between two integers: a value the input takes
     lp_med = _logp(draws, t, med)
     if agreement.inside_hpd(lp_med, lp_draws):
         return med, "posterior median", lp_med
