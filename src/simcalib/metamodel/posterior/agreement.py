@@ -83,22 +83,24 @@ def inside_hpd(lp_answer: float, lp_draws: np.ndarray, level: float = LEVEL) -> 
 def check(x: Mapping[str, float], intervals: Mapping[str, tuple[float, float]],
           prior_ratio: Mapping[str, float] | None = None,
           draws: np.ndarray | None = None, names: Sequence[str] = (),
-          inside_joint: bool | None = None, joint_kind: str = "") -> Agreement:
+          inside_joint: bool | None = None, joint_kind: str = "",
+          criterion: str = "") -> Agreement:
     """The answer ``x`` (input -> value) against per-input 90 % ``intervals``
     (input -> (q5, q95)); ``draws`` (n, d) in ``names`` order serve the wording (ridge)
-    and, when ``inside_joint`` is not given, nothing else."""
+    and, when ``inside_joint`` is not given, nothing else; ``criterion`` replaces the
+    default wording of the third reason (how the answer was chosen)."""
     tol = 1e-9
     outside = tuple(n for n, (lo, hi) in intervals.items()
                     if n in x and np.isfinite(x[n])
                     and not (lo - tol * (1 + abs(lo)) <= x[n] <= hi + tol * (1 + abs(hi))))
     ok = not outside
     why = "" if ok and inside_joint is not False else explain(
-        outside, prior_ratio or {}, draws, list(names))
+        outside, prior_ratio or {}, draws, list(names), criterion)
     return Agreement(ok, outside, inside_joint, joint_kind, why)
 
 
 def explain(outside: Sequence[str], prior_ratio: Mapping[str, float],
-            draws: np.ndarray | None, names: Sequence[str]) -> str:
+            draws: np.ndarray | None, names: Sequence[str], criterion: str = "") -> str:
     """Plain words for an answer outside its posterior (module doc)."""
     weak = [n for n in outside if float(prior_ratio.get(n, 0.0) or 0.0) >= WEAK]
     if weak:
@@ -112,6 +114,8 @@ def explain(outside: Sequence[str], prior_ratio: Mapping[str, float],
                 "posterior")
     where = (f" ({', '.join(outside)} outside the 90 % interval)" if outside
              else " (outside the joint 90 % region, inside each interval)")
+    if criterion:
+        return f"{criterion}{where}"
     return ("the point was chosen by a different criterion: the smallest misfit of single "
             "runs or of a metamodel's prediction, where the posterior weighs every run with "
             f"the emulator's error and the noise{where}; on a noisy simulator prefer the "

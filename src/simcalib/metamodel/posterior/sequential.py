@@ -50,6 +50,16 @@ log = logging.getLogger(__name__)
 
 #: levels of the held-out coverage check
 CHECK_LEVELS = (0.5, 0.8, 0.9, 0.95)
+#: the wording of "chosen by a different criterion" per answer rule (agreement.explain)
+CRITERIA = {
+    "best run": "the point was chosen by a different criterion: the run of smallest misfit, "
+                "where the posterior weighs every run with the emulator's error; on a "
+                "deterministic simulator that run is exact, the posterior's width is the "
+                "emulator's doubt",
+    "the run the posterior ranks best": "no run lies inside the posterior's 90 % region "
+                                        "and its median breaks it (a curved posterior): "
+                                        "the answer is the closest run",
+}
 #: kappa grid: below 1 too, because the fold ensembles' residuals (each trained on half
 #: the runs) overstate the error of the ensemble trained on all of them
 KAPPA_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
@@ -197,7 +207,7 @@ def _answers(draws: Draws, table: pd.DataFrame, records: pd.DataFrame | None,
                              {n: float(rows.at[n, "prior_sd_ratio"]) for n in names},
                              draws.flat(t), names,
                              agreement.inside_hpd(lp, draws.logp[:, :, t].reshape(-1)),
-                             "highest density")
+                             "highest density", CRITERIA.get(rule.split(" (")[0], ""))
         row: dict[str, Any] = {"target_id": tid, **spec.context, "answer_rule": rule}
         row.update({f"x_{n}": float(v) for n, v in zip(names, x, strict=True)})
         if rec is not None:
