@@ -4,7 +4,13 @@
 import os
 
 REPORT_INPUTS = list(ALL_TARGETS)
-REPORT_STUDIES = [s for s in STUDIES if config["studies"][s]["metamodel"]["enabled"]]
+# a study calibrated without a metamodel (sequential alone) has an answer to report too
+REPORT_STUDIES = [
+    s
+    for s in STUDIES
+    if config["studies"][s]["metamodel"]["enabled"]
+    or config["studies"][s]["calibration"]["enabled"]
+]
 REPORT_BAYES = list(config["bayes"]["settings"])
 REPORT_MS = bool(
     config["multisource"]["analytic"]["enabled"] or config["multisource"]["hardening"]["enabled"]
@@ -55,7 +61,7 @@ def report_cmd():
 
     files = [rel(f) for f in workflow.overwrite_configfiles]
     snakefile = rel(workflow.main_snakefile)
-    here = rel(os.getcwd())   # the working directory (-d) the run used
+    here = rel(os.getcwd())  # the working directory (-d) the run used
     return report_command(
         files,
         None if snakefile == "Snakefile" else snakefile,
