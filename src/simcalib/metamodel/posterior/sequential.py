@@ -155,7 +155,7 @@ def _answer(t: int, draws: Draws, table: pd.DataFrame, rec: pd.Series | None,
         if np.isfinite(x).all():
             return x, "best run (deterministic simulator)", _logp(draws, t, x)
     rows = table[(table["target_id"] == tid) & table["input"].isin(names)].set_index("input")
-    med = rows.loc[names, "q50"].to_numpy(dtype=float)
+    med = rows.loc[names, "q50"].to_numpy(dtype=float, copy=True)
     ints = np.asarray(post.space.integer_mask, dtype=bool)
     med[ints] = np.round(med[ints])   # a median between two integers: a value the input takes
     lp_med = _logp(draws, t, med)
