@@ -486,6 +486,56 @@ def report() -> None:
         print(g.to_string(float_format=lambda v: f"{v:.4g}"))
 
 
+def one_seed(a: argparse.Namespace, cfg: dict[str, Any], name: str, seed: int,
+             have_sbi: bool, cov_rows: list[dict[str, Any]],
+             strat_rows: list[dict[str, Any]], seq_rows: list[dict[str, Any]]) -> None:
+    """One study and seed: the methods asked for, their rows appended and written."""
+    stochastic = name == "epidemic"
+    pcfg = (cfg["studies"][name]["calibration"] or {}).get("posterior") or {}
+    prep = prepare(cfg, name, seed, a.n, a.targets)
+    names = prep["study"].space.tunable_names
+    if a.sequential:
+        Us, uts, ranks, convs, cpus, ans = sequential_coverage(
+            prep, pcfg, cfg, seed, a.sequential, a.seq_budget)
+        cov_rows += [{**q, "cpu_s": cpus} for q in coverage_rows(
+            name, "sequential", seed, Us, uts, names, ranks, convs)]
+        seq_rows += ans
+        io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
+        io.write_csv(pd.DataFrame(seq_rows),
+                     OUT / f"coverage_sequential_answers{a.tag}.csv")
+    if a.only_sequential:
+        return
+    if a.no_coverage:   # strategies only: kappa is all they need
+        kappa, _ = error_scale(prep["study"].space, prep["mm"], settings(pcfg), seed,
+                               prep["design"], name)
+    else:
+        U, ut, rank, draws, cpu, kappa = simcalib_posterior(prep, pcfg, seed)
+        log.info("%s seed %d simcalib posterior: %d targets in %.1f CPU-s, %d "
+                 "converged", name, seed, len(U), cpu, int(draws.converged.sum()))
+        cov_rows += [{**q, "cpu_s": cpu} for q in coverage_rows(
+            name, "simcalib", seed, U, ut, names, rank, draws.converged)]
+    raw = None
+    if have_sbi:
+        fit = npe_fit(prep, seed)
+        t0 = time.process_time()
+        Un, utn, rank_n, raw = npe_draws(fit, prep, a.npe_draws, seed)
+        cpu_n = fit["cpu"] + time.process_time() - t0
+        log.info("%s seed %d NPE: trained and sampled in %.1f CPU-s", name, seed,
+                 cpu_n)
+        if not a.no_coverage:
+            cov_rows += [{**q, "cpu_s": cpu_n} for q in coverage_rows(
+                name, "npe", seed, Un, utn, names, rank_n)]
+    if cov_rows:
+        io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
+    if a.strategies or raw is not None and a.runs:
+        k = min(a.strategy_targets, len(prep["targets"]))
+        sub = {**prep, "targets": prep["targets"].head(k)}
+        strat_rows += strategies(sub, cfg, name, seed, a.runs, a.strategies, kappa,
+                                 raw[:k] if raw is not None else None,
+                                 a.rescore if stochastic else 0)
+        io.write_csv(pd.DataFrame(strat_rows), OUT / f"coverage_strategies{a.tag}.csv")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--studies", nargs="+", default=list(STUDIES))
@@ -541,51 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     strat_rows: list[dict[str, Any]] = []
     seq_rows: list[dict[str, Any]] = []
     for name in a.studies:
-        stochastic = name == "epidemic"
-        pcfg = (cfg["studies"][name]["calibration"] or {}).get("posterior") or {}
         for seed in range(cfg["seed"] + a.seed_offset, cfg["seed"] + a.seed_offset + a.seeds):
-            prep = prepare(cfg, name, seed, a.n, a.targets)
-            names = prep["study"].space.tunable_names
-            if a.sequential:
-                Us, uts, ranks, convs, cpus, ans = sequential_coverage(
-                    prep, pcfg, cfg, seed, a.sequential, a.seq_budget)
-                cov_rows += [{**q, "cpu_s": cpus} for q in coverage_rows(
-                    name, "sequential", seed, Us, uts, names, ranks, convs)]
-                seq_rows += ans
-                io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
-                io.write_csv(pd.DataFrame(seq_rows),
-                             OUT / f"coverage_sequential_answers{a.tag}.csv")
-            if a.only_sequential:
-                continue
-            if a.no_coverage:   # strategies only: kappa is all they need
-                kappa, _ = error_scale(prep["study"].space, prep["mm"], settings(pcfg), seed,
-                                       prep["design"], name)
-            else:
-                U, ut, rank, draws, cpu, kappa = simcalib_posterior(prep, pcfg, seed)
-                log.info("%s seed %d simcalib posterior: %d targets in %.1f CPU-s, %d "
-                         "converged", name, seed, len(U), cpu, int(draws.converged.sum()))
-                cov_rows += [{**q, "cpu_s": cpu} for q in coverage_rows(
-                    name, "simcalib", seed, U, ut, names, rank, draws.converged)]
-            raw = None
-            if have_sbi:
-                fit = npe_fit(prep, seed)
-                t0 = time.process_time()
-                Un, utn, rank_n, raw = npe_draws(fit, prep, a.npe_draws, seed)
-                cpu_n = fit["cpu"] + time.process_time() - t0
-                log.info("%s seed %d NPE: trained and sampled in %.1f CPU-s", name, seed,
-                         cpu_n)
-                if not a.no_coverage:
-                    cov_rows += [{**q, "cpu_s": cpu_n} for q in coverage_rows(
-                        name, "npe", seed, Un, utn, names, rank_n)]
-            if cov_rows:
-                io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
-            if a.strategies or raw is not None and a.runs:
-                k = min(a.strategy_targets, len(prep["targets"]))
-                sub = {**prep, "targets": prep["targets"].head(k)}
-                strat_rows += strategies(sub, cfg, name, seed, a.runs, a.strategies, kappa,
-                                         raw[:k] if raw is not None else None,
-                                         a.rescore if stochastic else 0)
-                io.write_csv(pd.DataFrame(strat_rows), OUT / f"coverage_strategies{a.tag}.csv")
+            one_seed(a, cfg, name, seed, have_sbi, cov_rows, strat_rows, seq_rows)
     if not a.tag:
         report()
     return 0
