@@ -129,6 +129,7 @@ def test_sequential_posterior_answers_reach_page_and_console(results: Path,
     page = (out / "summary.md").read_text()
     assert "sequential's posterior, from its own runs" in page
     assert "OUTSIDE sequential's posterior's 90 % region on 1 of 3 targets" in page
+    assert "the answer is the posterior's" in page
 
 
 def test_report_command_carries_the_runs_options() -> None:

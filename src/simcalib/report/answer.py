@@ -221,6 +221,10 @@ def seq_posterior_blocks(results: Path, study: str) -> list[Block]:
     line = agree.sentence(ans, "sequential's posterior")
     out: list[Block] = [f"**NOT CONVERGED:** {f.message} (open `{f.file}`)"
                         for f in fl.posterior_flags(results, study, "sequential_posterior")]
+    if not ans["answer_rule"].astype(str).str.startswith("best run").all():
+        out.append("On this stochastic simulator **the answer is the posterior's**: its "
+                   "median (or the run it ranks best), not sequential's run of smallest "
+                   "misfit above, which partly fits the noise of one observation.")
     if line:
         out.append(("**" + line + "**") if len(agree.disagreements(ans)) else line)
     out.append(Table(f"{study}: sequential's posterior, from its own runs: the answer and "
