@@ -197,9 +197,14 @@ def sequential_coverage(prep: dict[str, Any], pcfg: dict[str, Any], cfg: dict[st
         a = res.answers.iloc[0]
         xa = np.array([float(a[f"x_{n}"]) for n in names])
         ua = post.to_u(xa[None, :], np.zeros(1, dtype=int))[0]
+        xs = np.array([float(rec.iloc[0][f"x_{n}"]) for n in names])
+        us = post.to_u(xs[None, :], np.zeros(1, dtype=int))[0]
         answers.append({"study": study.name, "seed": seed, "target_id": int(a["target_id"]),
                         "answer_rule": a["answer_rule"], "kappa": res.meta["kappa"],
                         "distance": float(np.sqrt(np.mean((ua - u_true[0]) ** 2))),
+                        # the strategy's own answer (its records: the best run, or on a
+                        # stochastic simulator its ensemble's pick)
+                        "distance_strategy": float(np.sqrt(np.mean((us - u_true[0]) ** 2))),
                         "inside_90": bool(a["inside_90"]),
                         "inside_joint_90": a["inside_joint_90"],
                         "why_outside": a["why_outside"], "converged": conv[-1],
