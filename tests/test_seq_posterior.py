@@ -193,6 +193,9 @@ def test_agreement_inside_and_the_three_reasons():
     ridge = agreement.check({"a": 3.0, "b": 3.0}, iv, {"a": 0.1, "b": 0.1}, ridge_draws,
                             names)
     assert ridge.why.startswith("a ridge of equal fits: a and b")
+    both = agreement.check({"a": 3.0, "b": 3.0}, iv, {"a": 0.7, "b": 0.1}, ridge_draws,
+                           names)
+    assert both.why.startswith("a ridge") and both.why.endswith("alone, a is weakly identified")
     other = agreement.check({"a": 3.0, "b": 0.0}, iv, {"a": 0.1, "b": 0.1}, draws, names)
     assert "different criterion" in other.why and "a outside" in other.why
     # inside every interval, outside the joint region: a corner of the box

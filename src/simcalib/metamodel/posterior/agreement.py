@@ -11,12 +11,13 @@ the inputs' unit scale), which is what a reader of the files alone can compute.
 
 Where the answer is outside, the reason in plain words, the first that applies:
 
+* a **ridge of equal fits**: the input outside is strongly correlated with another
+  in the draws (|r| >= 0.7): the two trade off along a curve of equal fit, and the
+  answer sits on it away from the posterior's bulk (and, where the input's posterior is
+  also close to its prior, that it is weakly identified alone);
 * a **weakly identified input**: outside on an input whose posterior is close to its
   prior (``prior_sd_ratio`` >= 0.5): the data barely constrain it, so any value in
   its range fits about as well and the interval's edges mean little;
-* a **ridge of equal fits**: the input outside is strongly correlated with another
-  in the draws (|r| >= 0.7): the two trade off along a curve of equal fit, and the
-  answer sits on it away from the posterior's bulk;
 * **a different criterion**: otherwise the answer was chosen by another rule (the
   smallest misfit of single runs, or of a metamodel's prediction) than the posterior's
   weighing of every run with the emulator's error and the noise; the reader should
@@ -103,15 +104,20 @@ def explain(outside: Sequence[str], prior_ratio: Mapping[str, float],
             draws: np.ndarray | None, names: Sequence[str], criterion: str = "") -> str:
     """Plain words for an answer outside its posterior (module doc)."""
     weak = [n for n in outside if float(prior_ratio.get(n, 0.0) or 0.0) >= WEAK]
+    ridge = _ridge(outside, draws, names)
+    if ridge:
+        # a ridge says more than "weakly identified": it is why the input is weak alone
+        a, b, r = ridge
+        text = (f"a ridge of equal fits: {a} and {b} trade off (correlation {r:+.2f} in the "
+                "posterior), so points along the ridge fit about as well, and the answer "
+                "lies on it beyond the posterior's bulk")
+        if weak:
+            text += (f"; alone, {', '.join(weak)} {'is' if len(weak) == 1 else 'are'} weakly "
+                     "identified")
+        return text
     if weak:
         return (f"weakly identified input{'s' if len(weak) > 1 else ''} {', '.join(weak)}: "
                 "the data barely constrain it, so any value in its range fits about as well")
-    ridge = _ridge(outside, draws, names)
-    if ridge:
-        a, b, r = ridge
-        return (f"a ridge of equal fits: {a} and {b} trade off (correlation {r:+.2f} in the "
-                "posterior), and the answer sits on the ridge away from the bulk of the "
-                "posterior")
     where = (f" ({', '.join(outside)} outside the 90 % interval)" if outside
              else " (outside the joint 90 % region, inside each interval)")
     if criterion:
