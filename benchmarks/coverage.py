@@ -22,6 +22,16 @@ density among the draws: simulation-based calibration's HPD coverage; ``input`` 
 ``joint``).  ``width`` is the median interval width in units of the input's range
 (unit scale, log-aware; joint rows: NaN).
 
+* **sequential** (``--sequential K``): on the first K targets, one at a time as a user
+  with one data set runs it, the ``sequential`` strategy with ``--seq-budget`` runs
+  and then its own posterior from those runs
+  (:func:`simcalib.metamodel.posterior.sequential_posterior`: the refitted ensemble's
+  spread and cross-fitted error, kappa calibrated on half the runs and checked on the
+  other half); ``coverage_sequential_answers.csv`` keeps each answer, its distance to
+  x* (unit box) and whether it lies inside its posterior.  ``--only-sequential`` skips
+  the design posterior and NPE (the design then only gives the metamodel whose output
+  scale Delta uses today: keep ``--n`` small).
+
 Strategies at r = ``--runs`` (``--strategies``): ``adaptive``, ``posterior``
 (r posterior draws simulated, best kept), ``pts``, and NPE + r (r NPE draws
 simulated, best kept), each scored by Delta with the metamodel's output scale (the
@@ -30,6 +40,7 @@ stochastic epidemic: mean Delta of ``--rescore`` fresh replicates at the chosen 
     python benchmarks/coverage.py --quick         # minutes: 1 seed, small n and targets
     python benchmarks/coverage.py                 # n 1,024, 60 targets, 3 studies
     python benchmarks/coverage.py --report-only   # tables and figure from the CSVs
+    python benchmarks/coverage.py --only-sequential --sequential 100 --seq-budget 64 --n 64
 
 Writes ``results/benchmarks/coverage.csv`` (study, method, input, nominal, empirical,
 width, targets, ...), ``coverage_strategies.csv`` (per target), ``coverage_table.csv``
@@ -68,7 +79,7 @@ from simcalib.study import Study, build_study  # noqa: E402
 from simcalib.study.simulation import make_targets, simulate_rows  # noqa: E402
 
 OUT = ROOT / "results" / "benchmarks"
-LEVELS = (0.5, 0.8, 0.95)
+LEVELS = (0.5, 0.8, 0.9, 0.95)
 STUDIES = ("epidemic_mean", "epidemic", "rosenbrock")
 log = logging.getLogger("coverage")
 
@@ -150,6 +161,59 @@ def simcalib_posterior(prep: dict[str, Any], cfg: dict[str, Any], seed: int
         rank[t] = float(np.mean(lp > lp_true[t]))
     u_true = post.to_u(Xtrue, tt)
     return U, u_true, rank, draws, draws.cpu_seconds + kcpu, kappa
+
+
+def sequential_coverage(prep: dict[str, Any], pcfg: dict[str, Any], cfg: dict[str, Any],
+                        seed: int, k: int, budget: int
+                        ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray,
+                                   float, list[dict[str, Any]]]:
+    """``sequential`` on each of the first ``k`` targets alone (``budget`` runs), then
+    its posterior from those runs: draws on the unit scale, truths, density ranks,
+    convergence, CPU seconds and one row per answer."""
+    from simcalib.metamodel.posterior import sequential_posterior
+
+    study, mm = prep["study"], prep["mm"]
+    solver = solver_options(cfg, study.name)
+    cal = {**study.cfg["calibration"], "budget": int(budget), "rescore": 0}
+    ens = (cal.get("sequential") or {}).get("ensemble") or {}
+    names = study.space.tunable_names
+    U, ut, rank, conv, answers = [], [], [], [], []
+    t0 = time.process_time()
+    for i in range(min(k, len(prep["targets"]))):
+        one = prep["targets"].iloc[[i]].reset_index(drop=True)
+        rec, runs = calibrate(study, mm, one, "sequential", cal, solver, seed)
+        res = sequential_posterior(study, runs, one, rec, pcfg, ens, seed)
+        post, draws = res.draws.post, res.draws
+        X = draws.flat(0)
+        zero = np.zeros(len(X), dtype=int)
+        U.append(post.to_u(X, zero))
+        xt = post.targets[0].x_true
+        u_true = post.to_u(xt[None, :], np.zeros(1, dtype=int))
+        ut.append(u_true[0])
+        full = np.hstack([u_true, np.zeros((1, post.D - post.d))])
+        lp_true = post.logp(full, np.zeros(1, dtype=int))[0]
+        rank.append(float(np.mean(draws.logp[:, :, 0].reshape(-1) > lp_true)))
+        conv.append(bool(draws.converged[0]))
+        a = res.answers.iloc[0]
+        xa = np.array([float(a[f"x_{n}"]) for n in names])
+        ua = post.to_u(xa[None, :], np.zeros(1, dtype=int))[0]
+        xs = np.array([float(rec.iloc[0][f"x_{n}"]) for n in names])
+        us = post.to_u(xs[None, :], np.zeros(1, dtype=int))[0]
+        answers.append({"study": study.name, "seed": seed, "target_id": int(a["target_id"]),
+                        "answer_rule": a["answer_rule"], "kappa": res.meta["kappa"],
+                        "distance": float(np.sqrt(np.mean((ua - u_true[0]) ** 2))),
+                        # the strategy's own answer (its records: the best run, or on a
+                        # stochastic simulator its ensemble's pick)
+                        "distance_strategy": float(np.sqrt(np.mean((us - u_true[0]) ** 2))),
+                        "inside_90": bool(a["inside_90"]),
+                        "inside_joint_90": a["inside_joint_90"],
+                        "why_outside": a["why_outside"], "converged": conv[-1],
+                        "runs": int(len(runs))})
+        log.info("%s seed %d sequential target %d: %d runs, kappa %g, answer %s at distance "
+                 "%.3f, truth rank %.2f", study.name, seed, i, len(runs), res.meta["kappa"],
+                 a["answer_rule"], answers[-1]["distance"], rank[-1])
+    return (U, np.array(ut), np.array(rank), np.array(conv), time.process_time() - t0,
+            answers)
 
 
 # ---- sbi NPE --------------------------------------------------------------------------
@@ -374,7 +438,7 @@ def figure(cov: pd.DataFrame, path: Path) -> None:
             joint = inp == "joint"
             ax.plot(g.index, g.values, "o-" if joint else ".-", lw=2 if joint else 0.6,
                     alpha=1 if joint else 0.35,
-                    color="#3182bd" if m == "simcalib" else "#e6550d",
+                    color={"simcalib": "#3182bd", "sequential": "#31a354"}.get(m, "#e6550d"),
                     label=f"{m} (joint)" if joint else None)
         ax.plot([0.4, 1], [0.4, 1], "k--", lw=0.8)
         ax.fill_between([0.4, 1], [0.35, 0.95], [0.45, 1.05], color="0.85", alpha=0.5)
@@ -427,6 +491,56 @@ def report() -> None:
         print(g.to_string(float_format=lambda v: f"{v:.4g}"))
 
 
+def one_seed(a: argparse.Namespace, cfg: dict[str, Any], name: str, seed: int,
+             have_sbi: bool, cov_rows: list[dict[str, Any]],
+             strat_rows: list[dict[str, Any]], seq_rows: list[dict[str, Any]]) -> None:
+    """One study and seed: the methods asked for, their rows appended and written."""
+    stochastic = name == "epidemic"
+    pcfg = (cfg["studies"][name]["calibration"] or {}).get("posterior") or {}
+    prep = prepare(cfg, name, seed, a.n, a.targets)
+    names = prep["study"].space.tunable_names
+    if a.sequential:
+        Us, uts, ranks, convs, cpus, ans = sequential_coverage(
+            prep, pcfg, cfg, seed, a.sequential, a.seq_budget)
+        cov_rows += [{**q, "cpu_s": cpus} for q in coverage_rows(
+            name, "sequential", seed, Us, uts, names, ranks, convs)]
+        seq_rows += ans
+        io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
+        io.write_csv(pd.DataFrame(seq_rows),
+                     OUT / f"coverage_sequential_answers{a.tag}.csv")
+    if a.only_sequential:
+        return
+    if a.no_coverage:   # strategies only: kappa is all they need
+        kappa, _ = error_scale(prep["study"].space, prep["mm"], settings(pcfg), seed,
+                               prep["design"], name)
+    else:
+        U, ut, rank, draws, cpu, kappa = simcalib_posterior(prep, pcfg, seed)
+        log.info("%s seed %d simcalib posterior: %d targets in %.1f CPU-s, %d "
+                 "converged", name, seed, len(U), cpu, int(draws.converged.sum()))
+        cov_rows += [{**q, "cpu_s": cpu} for q in coverage_rows(
+            name, "simcalib", seed, U, ut, names, rank, draws.converged)]
+    raw = None
+    if have_sbi:
+        fit = npe_fit(prep, seed)
+        t0 = time.process_time()
+        Un, utn, rank_n, raw = npe_draws(fit, prep, a.npe_draws, seed)
+        cpu_n = fit["cpu"] + time.process_time() - t0
+        log.info("%s seed %d NPE: trained and sampled in %.1f CPU-s", name, seed,
+                 cpu_n)
+        if not a.no_coverage:
+            cov_rows += [{**q, "cpu_s": cpu_n} for q in coverage_rows(
+                name, "npe", seed, Un, utn, names, rank_n)]
+    if cov_rows:
+        io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
+    if a.strategies or raw is not None and a.runs:
+        k = min(a.strategy_targets, len(prep["targets"]))
+        sub = {**prep, "targets": prep["targets"].head(k)}
+        strat_rows += strategies(sub, cfg, name, seed, a.runs, a.strategies, kappa,
+                                 raw[:k] if raw is not None else None,
+                                 a.rescore if stochastic else 0)
+        io.write_csv(pd.DataFrame(strat_rows), OUT / f"coverage_strategies{a.tag}.csv")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--studies", nargs="+", default=list(STUDIES))
@@ -442,6 +556,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", type=int, default=5,
                     help="fresh replicates re-scoring a stochastic study's chosen points")
     ap.add_argument("--no-npe", action="store_true")
+    ap.add_argument("--sequential", type=int, default=0, metavar="K",
+                    help="the sequential strategy's own posterior on the first K targets")
+    ap.add_argument("--seq-budget", type=int, default=64,
+                    help="runs of the sequential strategy per target")
+    ap.add_argument("--only-sequential", action="store_true",
+                    help="only the sequential posterior (no design posterior, no NPE)")
     ap.add_argument("--no-coverage", action="store_true",
                     help="strategies only (kappa is still calibrated)")
     ap.add_argument("--quick", action="store_true",
@@ -460,6 +580,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.quick:
         a.n, a.targets, a.npe_draws, a.strategies, a.runs = 512, 50, 1000, [], 0
+    if a.only_sequential:
+        a.no_npe, a.no_coverage, a.strategies = True, True, []
+        a.targets = max(a.sequential, 1)
     try:
         import sbi  # noqa: F401
         have_sbi = not a.no_npe
@@ -471,41 +594,10 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     cov_rows: list[dict[str, Any]] = []
     strat_rows: list[dict[str, Any]] = []
+    seq_rows: list[dict[str, Any]] = []
     for name in a.studies:
-        stochastic = name == "epidemic"
-        pcfg = (cfg["studies"][name]["calibration"] or {}).get("posterior") or {}
         for seed in range(cfg["seed"] + a.seed_offset, cfg["seed"] + a.seed_offset + a.seeds):
-            prep = prepare(cfg, name, seed, a.n, a.targets)
-            names = prep["study"].space.tunable_names
-            if a.no_coverage:   # strategies only: kappa is all they need
-                kappa, _ = error_scale(prep["study"].space, prep["mm"], settings(pcfg), seed,
-                                       prep["design"], name)
-            else:
-                U, ut, rank, draws, cpu, kappa = simcalib_posterior(prep, pcfg, seed)
-                log.info("%s seed %d simcalib posterior: %d targets in %.1f CPU-s, %d "
-                         "converged", name, seed, len(U), cpu, int(draws.converged.sum()))
-                cov_rows += [{**q, "cpu_s": cpu} for q in coverage_rows(
-                    name, "simcalib", seed, U, ut, names, rank, draws.converged)]
-            raw = None
-            if have_sbi:
-                fit = npe_fit(prep, seed)
-                t0 = time.process_time()
-                Un, utn, rank_n, raw = npe_draws(fit, prep, a.npe_draws, seed)
-                cpu_n = fit["cpu"] + time.process_time() - t0
-                log.info("%s seed %d NPE: trained and sampled in %.1f CPU-s", name, seed,
-                         cpu_n)
-                if not a.no_coverage:
-                    cov_rows += [{**q, "cpu_s": cpu_n} for q in coverage_rows(
-                        name, "npe", seed, Un, utn, names, rank_n)]
-            if cov_rows:
-                io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
-            if a.strategies or raw is not None and a.runs:
-                k = min(a.strategy_targets, len(prep["targets"]))
-                sub = {**prep, "targets": prep["targets"].head(k)}
-                strat_rows += strategies(sub, cfg, name, seed, a.runs, a.strategies, kappa,
-                                         raw[:k] if raw is not None else None,
-                                         a.rescore if stochastic else 0)
-                io.write_csv(pd.DataFrame(strat_rows), OUT / f"coverage_strategies{a.tag}.csv")
+            one_seed(a, cfg, name, seed, have_sbi, cov_rows, strat_rows, seq_rows)
     if not a.tag:
         report()
     return 0

@@ -35,6 +35,7 @@ OUTPUTS: dict[str, set[str]] = {
     "cal-merge": {"--output", "--output-runs"},
     "cal-score": {"--output"},
     "cal-posterior": {"--output-dir"},
+    "cal-seq-posterior": {"--output-dir"},
     "cal-summary": {"--output", "--output-figure", "--output-figure-rs-op"},
     "cal-sweep": {"--output", "--output-figure"},
     "cal-contexts": {"--output", "--output-figure"},

@@ -243,3 +243,52 @@ def test_observed_target_without_sd_infers_the_observation_scale():
     assert np.all(tau > 0) and d.post.D == 4
     # a residual of ~sigma leaves tau near its prior (half-normal 0.1): not pushed up
     assert np.median(tau) < 0.3
+
+
+def _linear_sim(inputs: pd.DataFrame) -> pd.DataFrame:
+    """y1 = x1 + x2, y2 = x1 - x2: both inputs pinned down by the two outputs."""
+    return pd.DataFrame({"y1": inputs["x1"] + inputs["x2"], "y2": inputs["x1"] - inputs["x2"]})
+
+
+class LinearMM:
+    """The exact linear map as a 'metamodel' with a small recorded held-out error."""
+
+    input_names = ["x1", "x2"]
+    output_names = ["y1", "y2"]
+    study = "lin"
+
+    def __init__(self) -> None:
+        self.y_std = np.array([1.0, 1.0])
+        self.info = {"test_residual_cov": [[0.01, 0.0], [0.0, 0.01]],
+                     "test_r2": {"y1": 0.999, "y2": 0.999}, "min_r2": 0.9}
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        X = np.atleast_2d(X)
+        return np.column_stack([X[:, 0] + X[:, 1], X[:, 0] - X[:, 1]])
+
+
+def test_fully_identified_posterior_runs_and_lists_no_unidentified_input(tmp_path):
+    """Every input pinned down (issue 41): the pipeline once crashed building the empty
+    list of unidentified inputs (pandas >= 3: ``agg(axis=1)`` on an empty frame)."""
+    from simcalib.metamodel.posterior.pipeline import run_study
+    from simcalib.metamodel.posterior.summary import unidentified_inputs
+    from simcalib.study import Study
+
+    study = Study("lin", {"simulator": {"type": "python", "options": {
+        "function": _linear_sim, "outputs": ["y1", "y2"]}},
+        "parameters": {"x1": {"lower": 0, "upper": 10}, "x2": {"lower": 0, "upper": 10}}})
+    targets = pd.DataFrame({"target_id": [0, 1], "x1": [3.0, 7.0], "x2": [4.0, 2.0],
+                            "y1": [7.0, 9.0], "y2": [-1.0, 5.0], "status": "ok"})
+    cfg = {"chains": 2, "warmup": 300, "draws": 500, "max_draws": 500, "init_draws": 500,
+           "error_scale": 1.0, "ppc_draws": 0, "pair_plots": 0, "save_draws": 50,
+           "error_dof": 0}
+    meta = run_study(study, LinearMM(), targets, cfg, 3, tmp_path)
+    summ = pd.read_csv(tmp_path / "posterior_summary.csv")
+    assert summ["identified"].all()
+    assert meta["unidentified"] == [] and unidentified_inputs(summ) == []
+    # pinned down: sd 0.1 / sqrt(2) per input against a prior sd of 10 / sqrt(12)
+    assert (summ["prior_sd_ratio"] < 0.1).all()
+    np.testing.assert_allclose(summ["q50"], [3.0, 4.0, 7.0, 2.0], atol=0.1)
+    # and a table with one unidentified row lists exactly that one
+    mixed = summ.assign(identified=[True, False, True, True])
+    assert unidentified_inputs(mixed) == ["0:x2"]

@@ -5,6 +5,10 @@ wherever the chains fall short)."""
 
 from __future__ import annotations
 
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -31,3 +35,12 @@ def test_quick_config_runs_every_method_and_the_report(tmp_path: Path) -> None:
     last = [line for line in console.splitlines() if "flagged" in line][-1]
     assert last.strip() == (f"{len(flagged)} result{'s' if len(flagged) != 1 else ''} flagged"
                             if flagged else "no result flagged")
+    # the end block gives the answer and a report command that works as printed
+    assert "The answer (per study: the recommended strategy's inputs per target):" in console
+    cmd_line = next(line for line in console.splitlines() if "--report" in line)
+    cmd = shlex.split(re.search(r"`(snakemake [^`]+)`", cmd_line).group(1))
+    assert "--configfile" in cmd
+    rep = subprocess.run([sys.executable, "-m", *cmd], capture_output=True, text=True,
+                         timeout=600)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    assert (tmp_path / "results" / "report.html").stat().st_size > 10000

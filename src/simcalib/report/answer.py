@@ -19,26 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simcalib.report import agree
 from simcalib.report import flags as fl
 from simcalib.report.names import display
+from simcalib.report.recommend import recommended
 from simcalib.report.sections import Block, Figure, Table, read_if_exists
 from simcalib.study.observations import delta_unit
-
-
-def recommended(summary: pd.DataFrame) -> tuple[str, str] | None:
-    """(strategy, why): the smallest median re-scored Δ when the strategies were
-    re-scored on fresh runs (a stochastic simulator), else the smallest median Δ;
-    a strategy that failed on every target is never recommended."""
-    col = ("median_rescored_error" if "median_rescored_error" in summary
-           and summary["median_rescored_error"].notna().any() else "median_error")
-    ok = summary[np.isfinite(pd.to_numeric(summary[col], errors="coerce"))]
-    if "failed_targets" in ok and "targets" in ok:
-        ok = ok[ok["failed_targets"] < ok["targets"]]
-    if ok.empty:
-        return None
-    best = ok.loc[pd.to_numeric(ok[col]).idxmin()]
-    what = "median re-scored Δ (fresh runs)" if col == "median_rescored_error" else "median Δ"
-    return str(best["strategy"]), f"the smallest {what} of the strategies, {best[col]:.4g}"
 
 
 def _inputs_table(rec: pd.DataFrame, targets: pd.DataFrame | None, unit: str) -> pd.DataFrame:
@@ -88,21 +74,28 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
             blocks.append(Table(f"Calibrated inputs per target: {s} (click to open)",
                                 _inputs_table(r, targets, unit), collapsed=True))
     if figures is not None and outputs:
-        from simcalib.metamodel.plots import fig_answer
-
-        path = figures / f"answer_{study}.png"
-        sds = None
-        if targets is not None and any(f"sd_{o}" in targets for o in outputs):
-            sds = targets[["target_id", *[f"sd_{o}" for o in outputs
-                                          if f"sd_{o}" in targets]]]
-        label = "your data" if observed else "target (simulated)"
-        fig_answer(rec, outputs, path, f"{study}: {label} vs the simulator at {best}'s "
-                   "calibrated inputs", observed_label=label, sds=sds)
-        blocks.append(Figure(f"{study}: observed vs re-simulated outputs per target", path,
-                             f"black: {label}; orange: the simulator re-run at the inputs "
-                             f"{best} chose (one run per target)."))
-    blocks += posterior_blocks(results, study)
+        blocks.append(answer_figure(rec, targets, outputs, figures, study, best, observed))
+    blocks += seq_posterior_blocks(results, study)
+    blocks += posterior_blocks(results, study, rec, best)
     return blocks
+
+
+def answer_figure(rec: pd.DataFrame, targets: pd.DataFrame | None, outputs: list[str],
+                  figures: Path, study: str, best: str, observed: bool) -> Figure:
+    """The observed outputs (with their sd_ error bars) beside the simulator re-run at
+    the recommended strategy's inputs."""
+    from simcalib.metamodel.plots import fig_answer
+
+    path = figures / f"answer_{study}.png"
+    sds = None
+    if targets is not None and any(f"sd_{o}" in targets for o in outputs):
+        sds = targets[["target_id", *[f"sd_{o}" for o in outputs if f"sd_{o}" in targets]]]
+    label = "your data" if observed else "target (simulated)"
+    fig_answer(rec, outputs, path, f"{study}: {label} vs the simulator at {best}'s "
+               "calibrated inputs", observed_label=label, sds=sds)
+    return Figure(f"{study}: observed vs re-simulated outputs per target", path,
+                  f"black: {label}; orange: the simulator re-run at the inputs {best} chose "
+                  "(one run per target).")
 
 
 def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str
@@ -165,22 +158,77 @@ def read_json_if_exists(path: Path) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
-def posterior_blocks(results: Path, study: str) -> list[Block]:
-    """The metamodel posterior's 90 % intervals per target and input, when it exists."""
+def _intervals(post: pd.DataFrame) -> pd.DataFrame:
+    table = post.copy()
+    if {"q5", "q95"} <= set(table.columns):
+        table["90 % interval"] = [f"[{lo:.4g}, {hi:.4g}]" for lo, hi in
+                                  zip(table["q5"], table["q95"], strict=True)]
+    return table
+
+
+def posterior_blocks(results: Path, study: str, rec: pd.DataFrame | None = None,
+                     best: str = "") -> list[Block]:
+    """The metamodel posterior's 90 % intervals per target and input, when it exists,
+    beside the recommended strategy's answer (``rec``): whether it lies inside them and
+    the joint 90 % region, and why not where it does not (:mod:`simcalib.report.agree`)."""
     path = results / study / "calibration" / "posterior" / "posterior_summary.csv"
     post = read_if_exists(path)
     if post is None or not {"target_id", "input", "mean"} <= set(post.columns):
         return []
     out: list[Block] = [f"**NOT CONVERGED:** {f.message} (open `{f.file}`)"
                         for f in fl.posterior_flags(results, study)]
-    table = post.copy()
-    if {"q5", "q95"} <= set(table.columns):
-        table["90 % interval"] = [f"[{lo:.4g}, {hi:.4g}]" for lo, hi in
-                                  zip(table["q5"], table["q95"], strict=True)]
+    table = _intervals(post)
     keep = [c for c in ("target_id", "input", "mean", "90 % interval", "sd", "identified",
                         "converged", "r_hat", "ess_bulk") if c in table.columns]
+    table = table[keep]
+    check = agree.design_check(results, study, rec) if rec is not None else None
+    if check is not None:
+        xs = rec.set_index("target_id")
+        table.insert(keep.index("90 % interval") + 1 if "90 % interval" in keep else 3,
+                     f"answer ({best})",
+                     [float(xs.at[t, f"x_{i}"]) if t in xs.index and f"x_{i}" in xs
+                      else np.nan for t, i in zip(table["target_id"], table["input"],
+                                                  strict=True)])
+        line = agree.sentence(check, "the metamodel posterior")
+        bad = agree.disagreements(check)
+        out.append(("**" + line + "**") if len(bad) else line)
     out.append(Table(f"{study}: posterior of the calibrated inputs per target (metamodel "
-                     "posterior, docs/posterior.md)", display(table[keep])))
+                     "posterior, docs/posterior.md)", display(table)))
+    return out
+
+
+def seq_posterior_blocks(results: Path, study: str) -> list[Block]:
+    """``sequential``'s own posterior: its answer per target (the best run on a
+    deterministic simulator, the posterior's median on a stochastic one), each input's
+    90 % interval, and whether the answer lies inside them (why not, where not)."""
+    ans = agree.seq_answers(results, study)
+    post = read_if_exists(agree.seq_dir(results, study) / "posterior_summary.csv")
+    if ans is None or post is None:
+        return []
+    names = [c[2:] for c in ans.columns if c.startswith("x_")]
+    iv = _intervals(post).set_index(["target_id", "input"])
+    table = pd.DataFrame({"target_id": ans["target_id"], "answer": ans["answer_rule"]})
+    for n in names:
+        table[n] = ans[f"x_{n}"].to_numpy()
+        if "90 % interval" in iv:
+            table[f"{n} 90 % interval"] = [iv["90 % interval"].get((t, n), "")
+                                           for t in ans["target_id"]]
+        if f"true_{n}" in ans:
+            table[f"true {n}"] = ans[f"true_{n}"].to_numpy()
+    for c in ("inside_90", "inside_joint_90", "why_outside", "converged"):
+        if c in ans:
+            table[c] = ans[c].to_numpy()
+    line = agree.sentence(ans, "sequential's posterior")
+    out: list[Block] = [f"**NOT CONVERGED:** {f.message} (open `{f.file}`)"
+                        for f in fl.posterior_flags(results, study, "sequential_posterior")]
+    if not ans["answer_rule"].astype(str).str.startswith("best run").all():
+        out.append("On this stochastic simulator **the answer is the posterior's**: its "
+                   "median (or the run it ranks best), not sequential's run of smallest "
+                   "misfit above, which partly fits the noise of one observation.")
+    if line:
+        out.append(("**" + line + "**") if len(agree.disagreements(ans)) else line)
+    out.append(Table(f"{study}: sequential's posterior, from its own runs: the answer and "
+                     "each input's 90 % interval (docs/posterior.md)", display(table)))
     return out
 
 

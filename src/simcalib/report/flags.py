@@ -7,7 +7,8 @@ A flag is a result that may be wrong, with the file to open:
 
 * a metamodel whose test R² is below ``metamodel.min_r2`` (:mod:`simcalib.metamodel.trust`);
 * OP solves (``op.csv``, the strategies' anchors) not proven optimal;
-* a metamodel posterior or a Bayes chain set that has not converged (R-hat, bulk ESS);
+* a metamodel posterior, ``sequential``'s posterior or a Bayes chain set that has not
+  converged (R-hat, bulk ESS);
 * targets a strategy could not calibrate, and failed simulator runs above
   ``report.flag_failed_share`` of a study's design or a strategy's runs.
 
@@ -147,8 +148,10 @@ def simulation_flags(results: Path, study: str, failed_share: float) -> list[Fla
     return out
 
 
-def posterior_flags(results: Path, study: str) -> list[Flag]:
-    path = results / study / "calibration" / "posterior" / "posterior_summary.csv"
+def posterior_flags(results: Path, study: str, which: str = "posterior") -> list[Flag]:
+    """Unconverged targets of the design posterior (``which`` = ``posterior``) or of
+    ``sequential``'s own (``sequential_posterior``)."""
+    path = results / study / "calibration" / which / "posterior_summary.csv"
     post = _read(path)
     if post is None or "converged" not in post:
         return []
@@ -156,7 +159,8 @@ def posterior_flags(results: Path, study: str) -> list[Flag]:
     if bad.empty:
         return []
     targets = sorted(set(bad["target_id"].astype(int))) if "target_id" in bad else []
-    return [Flag(study, "posterior NOT CONVERGED",
+    what = "posterior" if which == "posterior" else "sequential's posterior"
+    return [Flag(study, f"{what} NOT CONVERGED",
                  f"{len(targets)} target(s) {targets[:8]}{' ...' if len(targets) > 8 else ''}"
                  f"{_rhat_ess(bad)}: their intervals are unreliable", str(path))]
 
@@ -229,6 +233,7 @@ def collect(results: str | Path, studies: Sequence[str] = (), bayes: Sequence[st
         flags += op_flags(root, s)
         flags += calibration_flags(root, s, failed_share)
         flags += posterior_flags(root, s)
+        flags += posterior_flags(root, s, "sequential_posterior")
     for b in bayes:
         flags += bayes_flags(root, b)
     return flags
@@ -242,7 +247,11 @@ def count_line(n: int) -> str:
 # ---- warnings of the run's job logs ----------------------------------------------------
 
 MAX_LOGS = 8  # log files listed by name in the console summary
-_WARNING = re.compile(r"(\bWARNING\b|\b[A-Z]\w*Warning: )")
+#: a log record of simcalib's own at level WARNING: written for the user to act on
+_WARNING = re.compile(r"\bWARNING\b")
+#: Python's warnings module (``path.py:88: RuntimeWarning: overflow ...``): a library's
+#: internals, counted but not listed (nothing a user can act on)
+_RAW = re.compile(r"\b[A-Z]\w*Warning: ")
 
 
 @dataclass(frozen=True)
@@ -253,37 +262,75 @@ class LogWarnings:
 
 
 def log_warnings(logs: str | Path, since: float | None = None) -> list[LogWarnings]:
-    """WARNING lines (and Python ``...Warning:`` lines) of the job logs under ``logs``
-    written at or after ``since`` (a time stamp: this run's jobs only)."""
+    """simcalib's WARNING lines of the job logs under ``logs`` written at or after
+    ``since`` (a time stamp: this run's jobs only).  Raw Python warnings
+    (``...Warning:`` lines from numerical libraries) are left out: the trust block
+    lists only what a user should act on (:func:`raw_warning_count` counts them)."""
+    out = []
+    for f, lines in _log_lines(logs, since):
+        mine = [ln for ln in lines if _WARNING.search(ln) and not _RAW.search(ln)]
+        if mine:
+            first = re.sub(r"^\d{4}-\d\d-\d\d [\d:,]+ WARNING ", "", mine[0].strip())
+            out.append(LogWarnings(str(f), len(mine), first[:220]))
+    return out
+
+
+def raw_warning_count(logs: str | Path, since: float | None = None) -> int:
+    """Raw Python warning lines of this run's job logs (not listed)."""
+    return sum(sum(bool(_RAW.search(ln)) and not _WARNING.search(ln) for ln in lines)
+               for _, lines in _log_lines(logs, since))
+
+
+def _log_lines(logs: str | Path, since: float | None) -> list[tuple[Path, list[str]]]:
     out = []
     for f in sorted(Path(logs).rglob("*.log")):
         try:
             if since is not None and f.stat().st_mtime < since:
                 continue
-            lines = [ln for ln in f.read_text(errors="replace").splitlines()
-                     if _WARNING.search(ln)]
+            out.append((f, f.read_text(errors="replace").splitlines()))
         except OSError:
             continue
-        if lines:
-            first = re.sub(r"^\d{4}-\d\d-\d\d [\d:,]+ WARNING ", "", lines[0].strip())
-            out.append(LogWarnings(str(f), len(lines), first[:220]))
     return out
+
+
+#: what a flag's own job logs say when they warn of it: such a warning repeats the flag
+_REPEATS = {"metamodel": ("min_r2",), "NOT CONVERGED": ("did not converge", "not converge"),
+            "MILP not proven optimal": ("not proven", "time limit", "unproven"),
+            "failed": ("failed",)}
+
+
+def covered(line: str, flags: Sequence[Flag]) -> bool:
+    """A log warning that only repeats one of ``flags`` (the flag, with its file, is
+    what to act on: the console lists it once)."""
+    text = line.lower()
+    return any(key in f.what and any(p in text for p in phrases)
+               for f in flags for key, phrases in _REPEATS.items())
 
 
 def console_summary(results: str | Path, studies: Sequence[str] = (),
                     bayes: Sequence[str] = (), failed_share: float = 0.1,
                     logs: str | Path | None = None, since: float | None = None,
                     failed: bool = False, page: str | None = None,
-                    width: int = 88) -> str:
+                    width: int = 88, report_cmd: str | None = None) -> str:
     """The block printed at the end of a run: the job logs' warnings of this run, each
-    flagged result with the file to open, and the last line "N results flagged"."""
+    flagged result with the file to open, the answer per study (with its 90 %
+    intervals, and why where it lies outside them), the report command that works as
+    printed (``report_cmd``: with the run's ``--configfile``), and the last line
+    "N results flagged"."""
+    from simcalib.report.console import answer_block, report_command
+
     flags = collect(results, studies, bayes, failed_share)
+    report_cmd = report_cmd or report_command()
     bar = "=" * width
     lines = [bar, "simcalib: what to trust" + (" (the run FAILED; results so far)"
                                                if failed else ""), bar]
     warns = log_warnings(logs, since) if logs is not None else []
+    repeated = [w for w in warns if covered(w.first, flags)]
+    warns = [w for w in warns if w not in repeated]
     if warns:
-        lines.append(f"Warnings in this run's job logs ({sum(w.count for w in warns)} lines):")
+        lines.append(f"Warnings in this run's job logs ({sum(w.count for w in warns)} lines"
+                     + (f"; {len(repeated)} more log file(s) repeat the flags below"
+                        if repeated else "") + "):")
         for w in warns[:MAX_LOGS]:
             lines.append(f"  {w.file} ({w.count}): {w.first[:140]}")
         if len(warns) > MAX_LOGS:
@@ -291,13 +338,13 @@ def console_summary(results: str | Path, studies: Sequence[str] = (),
     for f in flags:
         lines.append(f"FLAG {f.line()}")
         lines.append(f"     open {f.file}")
+    lines += answer_block(results, studies)
     if failed:
         lines.append("The run is partial: `snakemake --report` needs every result of the "
-                     "config; `snakemake --report results/report.html results/<study>/all.done"
-                     " --configfile ...` reports the studies that finished.")
+                     f"config; `{report_cmd} results/<study>/all.done` reports the studies "
+                     "that finished.")
     elif page and Path(page).is_file():
-        lines.append(f"The answer, first: {page} "
-                     "(or `snakemake --report results/report.html`)")
+        lines.append(f"The answer, first: {page} (or `{report_cmd}`)")
     lines.append(count_line(len(flags)))
     return "\n".join(lines)
 
@@ -309,5 +356,5 @@ def now() -> float:
 
 
 __all__ = ["Flag", "LogWarnings", "bayes_flags", "collect", "console_summary", "count_line",
-           "log_warnings", "now"]
+           "log_warnings", "now", "raw_warning_count"]
 

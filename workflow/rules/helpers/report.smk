@@ -4,7 +4,13 @@
 import os
 
 REPORT_INPUTS = list(ALL_TARGETS)
-REPORT_STUDIES = [s for s in STUDIES if config["studies"][s]["metamodel"]["enabled"]]
+# a study calibrated without a metamodel (sequential alone) has an answer to report too
+REPORT_STUDIES = [
+    s
+    for s in STUDIES
+    if config["studies"][s]["metamodel"]["enabled"]
+    or config["studies"][s]["calibration"]["enabled"]
+]
 REPORT_BAYES = list(config["bayes"]["settings"])
 REPORT_MS = bool(
     config["multisource"]["analytic"]["enabled"] or config["multisource"]["hardening"]["enabled"]
@@ -37,6 +43,32 @@ def run_started():
     RUN_STATE["since"] = now()
 
 
+def report_cmd():
+    """`snakemake --report` as it works for this run, typed where the run was started:
+    its --configfile (else the default config's results are looked for: "Missing
+    metadata"), and -s / -d where the run needed them."""
+    from simcalib.report.console import report_command
+
+    # where the user typed the command: the shell's PWD (Snakemake has moved to the
+    # working directory of -d by now, and so has workflow.workdir_init)
+    start = os.environ.get("PWD") or workflow.workdir_init
+
+    def rel(path):
+        """Relative to where the user is, absolute where that climbs out of it."""
+        full = os.path.join(start, str(path))
+        r = os.path.relpath(full, start)
+        return os.path.abspath(full) if r.startswith("..") else r
+
+    files = [rel(f) for f in workflow.overwrite_configfiles]
+    snakefile = rel(workflow.main_snakefile)
+    here = rel(os.getcwd())  # the working directory (-d) the run used
+    return report_command(
+        files,
+        None if snakefile == "Snakefile" else snakefile,
+        None if here == "." else here,
+    )
+
+
 def print_run_summary(failed):
     import sys
 
@@ -51,5 +83,6 @@ def print_run_summary(failed):
         since=RUN_STATE.get("since"),
         failed=failed,
         page="results/report/summary.html",
+        report_cmd=report_cmd(),
     )
     sys.stderr.write(text + "\n")

@@ -25,7 +25,7 @@ from simcalib.metamodel import trust
 from simcalib.metamodel.posterior.build import error_scale, run, settings, target_specs
 from simcalib.metamodel.posterior.check import predictive_check
 from simcalib.metamodel.posterior.plots import intervals_figure, pair_plot
-from simcalib.metamodel.posterior.summary import summarize, write_netcdfs
+from simcalib.metamodel.posterior.summary import summarize, unidentified_inputs, write_netcdfs
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,7 @@ def run_study(study: Any, mm: Any, targets: pd.DataFrame, cfg: Mapping[str, Any]
         "kappa_cost": {"cpu_seconds": round(kappa_cpu, 3)},   # -> posterior_timing.json
         "metamodel_ok": bool(verdict.ok),
         "inferred_scale_targets": int(sum(s.infer_scale for s in specs)),
-        "unidentified": table.loc[~table["identified"].astype(bool), ["target_id", "input"]]
-        .astype(str).agg(":".join, axis=1).tolist(),
+        "unidentified": unidentified_inputs(table),
         "settings": c, "ppc": ppc_summary,
     }
     if not verdict.ok:

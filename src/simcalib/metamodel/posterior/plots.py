@@ -57,10 +57,13 @@ def pair_plot(X: np.ndarray, names: list[str], lo: np.ndarray, hi: np.ndarray,
 
 
 def intervals_figure(summary: pd.DataFrame, bounds: dict[str, tuple[float, float]],
-                     path: str | os.PathLike[str], title: str = "") -> None:
+                     path: str | os.PathLike[str], title: str = "",
+                     answers: dict[int, dict[str, float]] | None = None) -> None:
     """One panel per input: each target's 90 % interval (q5-q95) and median, on an
     axis spanning the input's box; the truth as a red cross when known; unconverged
-    targets drawn in grey and named in the legend."""
+    targets drawn in grey and named in the legend; ``answers`` (target -> input ->
+    value), the reported answer as an orange diamond, so a reader sees at once
+    whether it lies inside its interval."""
     names = [n for n in bounds]
     s = summary[summary["input"].isin(names)]
     targets = list(dict.fromkeys(s["target_id"]))
@@ -82,6 +85,9 @@ def intervals_figure(summary: pd.DataFrame, bounds: dict[str, tuple[float, float
                 ax.plot(sub["q50"].to_numpy()[m], y[m], "|", color="k", ms=8)
         if "true" in sub.columns and sub["true"].notna().any():
             ax.plot(sub["true"], y, "x", color="crimson", ms=6, label="true input")
+        if answers:
+            a = [answers.get(int(t), {}).get(name, np.nan) for t in targets]
+            ax.plot(a, y, "D", color="darkorange", ms=4, mfc="none", label="answer")
         lo, hi = bounds[name]
         ax.set_xlim(lo, hi)
         ax.set_yticks(y, [str(t) for t in targets], fontsize=7)

@@ -59,6 +59,17 @@ def summarize(draws: Draws) -> pd.DataFrame:
     return df[cols]
 
 
+def unidentified_inputs(table: pd.DataFrame) -> list[str]:
+    """``target_id:input`` of every row not identified, in table order; [] when every
+    input is pinned down.  Built row by row: ``DataFrame.agg(..., axis=1)`` on an empty
+    selection returns a frame under pandas >= 3 (no ``tolist``), which crashed the
+    posterior exactly on the well-identified case."""
+    if "identified" not in table.columns:
+        return []
+    bad = table[~table["identified"].astype(bool)]
+    return [f"{t}:{i}" for t, i in zip(bad["target_id"], bad["input"], strict=True)]
+
+
 def inference_data(draws: Draws, t: int, save_draws: int) -> Any:
     """Target ``t``'s draws as ArviZ InferenceData (posterior per input, log density
     and tau in sample_stats, the observed outputs), thinned evenly to ``save_draws``
