@@ -87,3 +87,23 @@ def test_snakemake_fails_before_any_job_on_bad_config(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "studies.rb.design.n" in proc.stderr + proc.stdout
     assert not (tmp_path / "results").exists()
+
+
+def test_semantic_checks_run_in_module_order_whatever_was_imported_first() -> None:
+    """A study's own keys are checked before the plan-wide caps built on them, even in a
+    process that imported the cap's module first (a full test run does): a huge
+    ``targets.n`` is blamed on ``targets.n``, not on the calibration-job count."""
+    code = (
+        "import simcalib.metamodel.plan, yaml\n"
+        "from simcalib.config import validate_config\n"
+        "from simcalib.errors import ConfigError\n"
+        f"cfg = yaml.safe_load(open({str(REPO / 'tests' / 'configs' / 'tiny.yaml')!r}))\n"
+        "study = next(iter(cfg['studies'].values()))\n"
+        "study['targets']['n'] = 10**9\n"
+        "try:\n"
+        "    validate_config(cfg)\n"
+        "except ConfigError as e:\n"
+        "    print(e.path)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=REPO)
+    assert out.stdout.strip().endswith(".targets.n"), out.stdout + out.stderr[-2000:]

@@ -237,9 +237,18 @@ def validate_config(config: dict[str, Any], schema_dir: str | Path | None = None
     """Schema validation with defaults, then every registered semantic check."""
     validate_schema(config, schema_dir)
     _import_checks()
-    for check in _SEMANTIC_CHECKS:
+    for check in _ordered_checks():
         check(config)
     return config
+
+
+def _ordered_checks() -> list[Callable[[dict[str, Any]], None]]:
+    """The registered checks in ``CHECK_MODULES`` order, whatever order a process
+    happened to import their modules in: a study's own keys are checked before the
+    plan-wide caps built on them, so an error names the key that causes it (a huge
+    ``targets.n``, not the calibration-job count it implies)."""
+    rank = {mod: i for i, mod in enumerate(CHECK_MODULES)}
+    return sorted(_SEMANTIC_CHECKS, key=lambda fn: rank.get(fn.__module__, len(rank)))
 
 
 def _import_checks() -> None:
