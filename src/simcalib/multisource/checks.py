@@ -18,8 +18,7 @@ def check_multisource(config: dict[str, Any]) -> None:
     if not ms:
         return
     for case in ("analytic", "hardening"):
-        c = ms.get(case, {})
-        for name, srcs in c.get("scenarios", {}).items():
+        for name, srcs in ms[case]["scenarios"].items():
             key = f"multisource.{case}.scenarios.{name}"
             if not srcs or srcs[0] != "s0":
                 raise ConfigError(key, f"must start with the high-fidelity source s0, got {srcs}")
@@ -29,7 +28,7 @@ def check_multisource(config: dict[str, Any]) -> None:
     if not h:
         return
     d = h["data"]
-    if h.get("enabled") and h.get("model", "fe") == "fe":
+    if h["enabled"] and h["model"] == "fe":
         from simcalib.multisource.hardening import check_studies
 
         u_max, n_steps = check_studies(config)

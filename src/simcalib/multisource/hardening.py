@@ -62,7 +62,7 @@ def check_studies(config: Mapping[str, Any], key: str = "multisource.hardening"
     their shared ``(u_max, n_steps)``."""
     from simcalib.simulators.tension_fe import DEFAULTS
 
-    names = (config.get("multisource") or {}).get("hardening", {}).get("studies") or {}
+    names = config["multisource"]["hardening"]["studies"]
     studies = config.get("studies") or {}
     steps = {}
     for src in SOURCES:
@@ -172,7 +172,7 @@ def from_runs(datasets: Mapping[str, pd.DataFrame], params: Mapping[str, Any],
         frames.append(long.drop(columns="run_id"))
         log.info("hardening: source %s: %d train, %d val, %d test specimens x %d steps", src,
                  *sizes, per_run)
-    return with_noise(pd.concat(frames, ignore_index=True), float(params.get("noise_rel", 0.0)),
+    return with_noise(pd.concat(frames, ignore_index=True), float(params["noise_rel"]),
                       rng)
 
 
