@@ -4,6 +4,8 @@ alternative optima, and Gurobi (skipped without a usable licence)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -232,7 +234,8 @@ def test_warm_start_without_samples_is_empty_or_multistart_only():
     mm = _mm(2, [6], 1, seed=4)
     space = _space(2)
     problem = build_problem(mm, space, {"o0": 0.1}, {}, None, None)
-    ws = SolverSettings.build({"warm_start": {"samples": 0, "starts": 3}}).warm_start
+    # samples 0: what the portfolio asks on Gurobi's small nets (a config needs >= 1)
+    ws = dataclasses.replace(SolverSettings.build({}).warm_start, samples=0, starts=3)
     x, f, st = warm_start(problem, space, ws, np.random.default_rng(0), multistart=False)
     assert x is None and f == np.inf and st["found"] is False
     x, f, st = warm_start(problem, space, ws,
