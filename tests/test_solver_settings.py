@@ -103,3 +103,30 @@ def test_mm_optimize_params_with_a_typo_fail_naming_the_key(tmp_path):
     sp, opt = _optimize_params(args)
     assert opt.solver.mip_gap_abs == 0.1 and opt.solver.threads == 3
     assert list(sp.tunable_names) == ["a"] and np.isfinite(opt.alternatives.distance)
+
+
+def test_a_node_limit_stops_the_search_after_fixed_work():
+    """A node limit, not seconds, decides where a hard solve stops (issue 40): the
+    status says so, and two runs give the same point and the same node count."""
+    import torch
+
+    from simcalib.metamodel.milp import optimize
+    from simcalib.metamodel.model import Metamodel, build_net
+    from simcalib.study.space import build_space
+
+    with torch.random.fork_rng():
+        torch.manual_seed(5)
+        net = build_net(4, [32, 32], 3)
+    r = np.random.default_rng(5)
+    mm = Metamodel(net, [f"i{k}" for k in range(4)], [f"o{k}" for k in range(3)],
+                   r.uniform(-1, 1, 4), r.uniform(0.5, 2, 4), r.uniform(-1, 1, 3),
+                   r.uniform(0.5, 2, 3), {"study": "toy"})
+    space = build_space({"parameters": {f"i{k}": {"lower": -1.0, "upper": 2.0}
+                                        for k in range(4)}, "contexts": {}, "constraints": []})
+    solver = SolverSettings.build({"threads": 1, "time_limit": 600, "obbt": {"enabled": False},
+                                   "warm_start": {"samples": 500, "local": 0, "starts": 8},
+                                   "options": {"mip_max_nodes": 5}})
+    target = {"o0": 0.0, "o1": -0.1, "o2": -0.2}
+    a, b = (optimize(mm, space, target, {}, solver, seed=0) for _ in range(2))
+    assert a.status == "node_limit" and a.nodes == 5 and not a.time_limited
+    assert np.array_equal(a.x, b.x) and a.objective == b.objective and b.nodes == 5

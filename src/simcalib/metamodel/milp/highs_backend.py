@@ -49,6 +49,12 @@ def _status_name(h: Any, status: Any) -> str:
     return h.modelStatusToString(status).lower().replace(" ", "_")
 
 
+def _node_limited(solver: SolverSettings, nodes: int) -> bool:
+    """HiGHS reports a reached ``mip_max_nodes`` as a solution limit."""
+    cap = solver.options.get("mip_max_nodes")
+    return cap is not None and nodes >= int(cap)
+
+
 def apply_options(h: Any, solver: SolverSettings, seed: int) -> None:
     """The option set's values on a HiGHS instance (every default is the schema's:
     ``solver`` was built by :meth:`SolverSettings.build`)."""
@@ -121,6 +127,8 @@ def solve(model: MILPModel, solver: SolverSettings, warm: np.ndarray | None = No
     if status == "optimal":
         bound = min(bound, obj) if np.isfinite(bound) else obj
     nodes = int(info.mip_node_count) if info.mip_node_count >= 0 else 0
+    if status == "solution_limit" and _node_limited(solver, nodes):
+        status = "node_limit"   # what a reader of op.csv should see: the search's cap
     pool = None
     if status != "optimal":
         try:
