@@ -12,11 +12,8 @@ _THETA = {"s1": ["E", "nu", "sigma0", "R0", "Rinf1", "b1"],
           "s2": ["E", "nu", "sigma0", "R0", "Rinf1", "b1", "Rinf2", "b2"]}
 
 
-@semantic_check
-def check_multisource(config: dict[str, Any]) -> None:
-    ms = config.get("multisource")
-    if not ms:
-        return
+def _check_scenarios(ms: dict[str, Any]) -> None:
+    """Each scenario starts with the high-fidelity source and has a low-fidelity one."""
     for case in ("analytic", "hardening"):
         for name, srcs in ms[case]["scenarios"].items():
             key = f"multisource.{case}.scenarios.{name}"
@@ -24,6 +21,14 @@ def check_multisource(config: dict[str, Any]) -> None:
                 raise ConfigError(key, f"must start with the high-fidelity source s0, got {srcs}")
             if len(srcs) < 2:
                 raise ConfigError(key, "needs at least one low-fidelity source")
+
+
+@semantic_check
+def check_multisource(config: dict[str, Any]) -> None:
+    ms = config.get("multisource")
+    if not ms:
+        return
+    _check_scenarios(ms)
     h = ms.get("hardening")
     if not h:
         return

@@ -201,6 +201,22 @@ def fit_scenario(df: pd.DataFrame, spec: ProblemSpec, st: FitSettings,
     theta_for = {x.name: "calibrated" for x in spec.lf}
     rr = R.rrmse_table(results, test, spec, preds, theta_for)
     rr.insert(0, "scenario", scenario)
+    pred = _predictions(results, test, spec, preds, theta_for)
+    lat = pd.concat([R.latent_maps(r, train, 300, g) for r in results], ignore_index=True)
+    hist = pd.concat([pd.DataFrame(r.history).assign(seed=r.seed) for r in results],
+                     ignore_index=True)
+    tables = {"theta.csv": theta, "theta_seeds.csv": dparams, "posterior.csv": samples,
+              "rrmse.csv": rr, "predictions.csv": pred, "latent.csv": lat,
+              "history.csv": hist}
+    return ScenarioFit(results, st, fixed, len(train), len(val), tables)
+
+
+def _predictions(results: list[Any], test: pd.DataFrame, spec: ProblemSpec, preds: list[str],
+                 theta_for: dict[str, str]) -> pd.DataFrame:
+    """Each source's mean and sd on the high-fidelity test rows, pooled over seeds (the
+    sd adds the seeds' spread of the means)."""
+    from simcalib.multisource import readout as R
+
     hf = test[test.source == spec.hf.name].reset_index(drop=True)
     pcols: dict[str, np.ndarray] = {}
     for p in preds:
@@ -210,14 +226,7 @@ def fit_scenario(df: pd.DataFrame, spec: ProblemSpec, st: FitSettings,
         for i, c in enumerate(spec.y_cols):
             pcols[f"{p}_mean_{c}"], pcols[f"{p}_sd_{c}"] = mean[:, i], sd[:, i]
     keep = [*spec.x, *spec.y_cols] + [c for c in hf.columns if c.startswith("true_")]
-    pred = pd.concat([hf[keep].reset_index(drop=True), pd.DataFrame(pcols)], axis=1)
-    lat = pd.concat([R.latent_maps(r, train, 300, g) for r in results], ignore_index=True)
-    hist = pd.concat([pd.DataFrame(r.history).assign(seed=r.seed) for r in results],
-                     ignore_index=True)
-    tables = {"theta.csv": theta, "theta_seeds.csv": dparams, "posterior.csv": samples,
-              "rrmse.csv": rr, "predictions.csv": pred, "latent.csv": lat,
-              "history.csv": hist}
-    return ScenarioFit(results, st, fixed, len(train), len(val), tables)
+    return pd.concat([hf[keep].reset_index(drop=True), pd.DataFrame(pcols)], axis=1)
 
 
 def models_payload(spec: ProblemSpec, fit: ScenarioFit) -> dict[str, Any]:
