@@ -3,7 +3,8 @@
 ``optimize`` = checked problem (:mod:`.problem`) -> neuron bounds (:mod:`.bounds`)
 -> warm start (:mod:`.warmstart`) -> backend solve -> forward-pass check -> floor
 (:mod:`.multistart`).  The reported ``seconds`` is the whole wall time; the parts
-are in ``OPResult.info``.
+are in ``OPResult.info``.  The option set arrives as a :class:`SolverSettings`
+(:mod:`.settings`: checked and defaulted once, at the entry).
 
 ``time_limit`` bounds the whole call (:class:`Budget`): the box bounds get at most
 half of it (once per job, cached), the per-target bound tightening at most 30 % of
@@ -13,7 +14,9 @@ seed, not on the machine's load), sized to cost about what the benchmark's
 baselines cost, so on a very small limit it can overrun it.  The numpy work runs on
 one BLAS thread: its matrices are small, and a multi-threaded OpenBLAS spends more CPU synchronising
 threads than computing (measured: 20-start L-BFGS 0.12 CPU-s on one thread, 1-2
-CPU-s on the default threads of a shared 2-core machine).
+CPU-s on the default threads of a shared 2-core machine).  Seconds depend on the
+machine's load; a node limit in the raw options (``mip_max_nodes``) does not, so the
+shipped configs stop hard solves by nodes and keep ``time_limit`` as a safety cap.
 """
 
 from __future__ import annotations
