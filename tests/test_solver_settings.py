@@ -116,15 +116,16 @@ def test_a_node_limit_stops_the_search_after_fixed_work():
 
     with torch.random.fork_rng():
         torch.manual_seed(5)
-        net = build_net(4, [32, 32], 3)
+        net = build_net(3, [24, 24], 3)
     r = np.random.default_rng(5)
-    mm = Metamodel(net, [f"i{k}" for k in range(4)], [f"o{k}" for k in range(3)],
-                   r.uniform(-1, 1, 4), r.uniform(0.5, 2, 4), r.uniform(-1, 1, 3),
+    mm = Metamodel(net, [f"i{k}" for k in range(3)], [f"o{k}" for k in range(3)],
+                   r.uniform(-1, 1, 3), r.uniform(0.5, 2, 3), r.uniform(-1, 1, 3),
                    r.uniform(0.5, 2, 3), {"study": "toy"})
     space = build_space({"parameters": {f"i{k}": {"lower": -1.0, "upper": 2.0}
-                                        for k in range(4)}, "contexts": {}, "constraints": []})
+                                        for k in range(3)}, "contexts": {}, "constraints": []})
     solver = SolverSettings.build({"threads": 1, "time_limit": 600, "obbt": {"enabled": False},
-                                   "warm_start": {"samples": 500, "local": 0, "starts": 8},
+                                   "warm_start": {"samples": 200, "local": 0, "starts": 4,
+                                                  "iters": 20, "polish": 1},
                                    "options": {"mip_max_nodes": 5}})
     target = {"o0": 0.0, "o1": -0.1, "o2": -0.2}
     a, b = (optimize(mm, space, target, {}, solver, seed=0) for _ in range(2))
