@@ -34,9 +34,15 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-#: columns and keys that hold timings (they differ between runs by design)
-TIMING = re.compile(r"(seconds|cpu|wall|elapsed|_s$|^s$|eta|runtime|timing|duration|"
-                    r"per_s|speed|^time$|timestamp|started|finished|date)", re.I)
+#: name parts of columns and keys that hold timings (they differ between runs by design);
+#: ``time_limited`` is a result, not a timing
+TIMING_PARTS = {"seconds", "s", "cpu", "wall", "elapsed", "runtime", "timing", "duration",
+                "eta", "timestamp", "started", "finished", "date", "speed"}
+
+
+def is_timing(name: object) -> bool:
+    parts = set(re.split(r"[^a-z0-9]+", str(name).lower()))
+    return bool(parts & TIMING_PARTS) or "seconds" in str(name).lower()
 SKIP_PARTS = {"logs", "benchmarks", ".snakemake"}
 SKIP_SUFFIX = (".png", ".html", ".log", ".tsv", ".pkl", ".pt", ".done")
 
@@ -76,7 +82,7 @@ def run_workflow(workdir: Path, configfile: str, targets: list[str], cores: int)
 
 def _strip(obj: Any) -> Any:
     if isinstance(obj, dict):
-        return {k: _strip(v) for k, v in obj.items() if not TIMING.search(str(k))}
+        return {k: _strip(v) for k, v in obj.items() if not is_timing(k)}
     if isinstance(obj, list):
         return [_strip(v) for v in obj]
     return obj
@@ -84,7 +90,7 @@ def _strip(obj: Any) -> Any:
 
 def _csv(path: Path) -> pd.DataFrame:
     df = pd.read_csv(path)
-    return df[[c for c in df.columns if not TIMING.search(str(c))]]
+    return df[[c for c in df.columns if not is_timing(c)]]
 
 
 def compare_file(a: Path, b: Path) -> str | None:
