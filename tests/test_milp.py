@@ -4,6 +4,8 @@ alternative optima, and Gurobi (skipped without a usable licence)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -17,6 +19,7 @@ from simcalib.metamodel.milp import (
     optimize,
 )
 from simcalib.metamodel.milp.bounds import interval_bounds, tighten_bounds
+from simcalib.metamodel.milp.settings import SolverSettings
 from simcalib.metamodel.model import Metamodel, build_net
 from simcalib.study.space import build_space
 
@@ -231,10 +234,11 @@ def test_warm_start_without_samples_is_empty_or_multistart_only():
     mm = _mm(2, [6], 1, seed=4)
     space = _space(2)
     problem = build_problem(mm, space, {"o0": 0.1}, {}, None, None)
-    x, f, st = warm_start(problem, space, {"samples": 0, "starts": 3},
-                          np.random.default_rng(0), multistart=False)
+    # samples 0: what the portfolio asks on Gurobi's small nets (a config needs >= 1)
+    ws = dataclasses.replace(SolverSettings.build({}).warm_start, samples=0, starts=3)
+    x, f, st = warm_start(problem, space, ws, np.random.default_rng(0), multistart=False)
     assert x is None and f == np.inf and st["found"] is False
-    x, f, st = warm_start(problem, space, {"samples": 0, "starts": 3},
+    x, f, st = warm_start(problem, space, ws,
                           np.random.default_rng(0), multistart=True)
     assert x is not None and f == pytest.approx(float(problem.objective(x)[0]))
     assert st["multistart_objective"] == f

@@ -141,7 +141,7 @@ def test_light_path_tightens_once_and_samples_less_once_box_bounds_are_cached(mo
     real = opt.search_warm_start
 
     def spy(problem, space, cfg, gen, multistart=True):
-        seen.append(int(cfg["samples"]))
+        seen.append(cfg.samples)
         return real(problem, space, cfg, gen, multistart=multistart)
 
     monkeypatch.setattr(opt, "search_warm_start", spy)

@@ -7,11 +7,14 @@ import argparse
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simcalib import io, timing
 from simcalib.commands._common import add_study_args, load_params, seed_from_args
 from simcalib.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from simcalib.metamodel.milp.settings import OptimizeSettings
 
 log = logging.getLogger("simcalib.metamodel")
 
@@ -63,8 +66,9 @@ def _train_params(args: argparse.Namespace
     for key in ("inputs", "outputs"):
         if not p.get(key):
             raise ConfigError(f"--params.{key}", "missing or empty")
-    return (dict(p.get("metamodel") or {}), list(p["inputs"]), list(p["outputs"]),
-            dict(p.get("noise") or {}))
+    # params without noise facts (a command run by hand): unknown noise, no replicates
+    facts = {"stochastic": None, "replicates": 1, **(p.get("noise") or {})}
+    return dict(p.get("metamodel") or {}), list(p["inputs"]), list(p["outputs"]), facts
 
 
 def _noise(args: argparse.Namespace, facts: dict[str, Any], df: Any,
@@ -77,10 +81,10 @@ def _noise(args: argparse.Namespace, facts: dict[str, Any], df: Any,
     if args.noise_probe:
         est = noise_from_probe(io.read_csv(args.noise_probe, ["pair"]), outputs)
     else:
-        est = noise_from_replicates(df, outputs, int(facts.get("replicates", 1) or 1))
+        est = noise_from_replicates(df, outputs, int(facts["replicates"]))
     if est is None:
         return None
-    est["stochastic"] = is_stochastic(facts.get("stochastic"), est)
+    est["stochastic"] = is_stochastic(facts["stochastic"], est)
     return est
 
 
@@ -141,35 +145,44 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _optimize_params(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def _optimize_params(args: argparse.Namespace) -> tuple[Any, OptimizeSettings]:
+    """The study's space and its optimize settings, built once (the named solver
+    option set resolved and checked: a misspelled option is a ConfigError here)."""
+    from simcalib.metamodel.milp.settings import OptimizeSettings
     from simcalib.study.space import build_space
 
     key = f"studies.{args.study}"
+    over = {"threads": args.threads} if args.threads else {}
     if args.config:
         from simcalib.config import load_config
         from simcalib.study.model import build_study
 
         config = load_config(args.config)
         study = build_study(config, args.study)
-        opt = dict(study.cfg.get("optimize") or {})
-        name = opt.get("solver", "highs-default")
-        solvers = config.get("solvers") or {}
-        if name not in solvers:
-            raise ConfigError(f"{key}.optimize.solver", f"unknown solver option set {name!r}")
-        return study.space, opt, dict(solvers[name])
+        opt = OptimizeSettings.build(study.cfg["optimize"], config["solvers"],
+                                     f"{key}.optimize")
+        return study.space, _with_threads(opt, over)
     p = load_params(args.params)
     if "space" not in p:
         raise ConfigError("--params.space", "missing (parameters, contexts, constraints)")
-    return build_space(p["space"], key), dict(p.get("optimize") or {}), \
-        dict(p.get("solver") or {})
+    opt = OptimizeSettings.build(p.get("optimize"), None, f"{key}.optimize",
+                                 solver=p.get("solver") or {})
+    return build_space(p["space"], key), _with_threads(opt, over)
+
+
+def _with_threads(opt: OptimizeSettings, over: dict[str, Any]) -> OptimizeSettings:
+    """``--threads`` replaces the option set's solver threads."""
+    if not over:
+        return opt
+    import dataclasses
+
+    return dataclasses.replace(opt, solver=opt.solver.replace(threads=int(over["threads"])))
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     from simcalib.metamodel.failure import load_metamodel
 
-    space, opt, solver = _optimize_params(args)
-    if args.threads:
-        solver["threads"] = args.threads
+    space, opt = _optimize_params(args)
     mm = load_metamodel(args.metamodel)
     mm.check_compatible(args.study, space.input_names,
                         source=str(Path(args.metamodel) / "metamodel.json"))
@@ -180,7 +193,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     from simcalib.metamodel.milp.targets import solve_targets
 
-    df = solve_targets(args.study, space, mm, targets, opt, solver, seed_from_args(args))
+    df = solve_targets(args.study, space, mm, targets, opt, seed_from_args(args))
     timing.write_csv(df, args.output)  # seconds -> op_timing.csv
     n_opt = int((df["status"] == "optimal").sum())
     line = (f"{args.study}: OP for {len(targets)} targets in {time.perf_counter() - t0:.1f} s; "

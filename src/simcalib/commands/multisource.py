@@ -137,6 +137,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     from simcalib.multisource import pipeline as P
     from simcalib.multisource.problem import check_frame
+    from simcalib.multisource.training import FitSettings
 
     torch.set_num_threads(max(1, args.threads))
     params = _ms_params(args, "fit")
@@ -147,7 +148,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     prev = (io.read_csv(args.fixed, required=["source", "parameter", "mean"])
             if params.get("fix") and args.fixed else None)
     fixed = P.fixed_values(prev, spec, list(params.get("fix") or []), args.fixed or "--fixed")
-    fit = P.fit_scenario(df, spec, params, mse, fixed, args.seed, args.case, args.scenario)
+    fit = P.fit_scenario(df, spec, FitSettings.from_dict(params.get("fit"), "fit"), params,
+                         mse, fixed, args.seed, args.case, args.scenario)
     out = Path(args.outdir)
     for name, table in fit.tables.items():
         timing.write_csv(table, out / name)

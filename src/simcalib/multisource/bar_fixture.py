@@ -230,7 +230,7 @@ def generate(p: dict, rng: np.random.Generator) -> pd.DataFrame:
             df.insert(0, "split", split)
             df.insert(0, "source", src)
             frames.append(df)
-    return with_noise(pd.concat(frames, ignore_index=True), float(p.get("noise_rel", 0.0)), rng)
+    return with_noise(pd.concat(frames, ignore_index=True), float(p["noise_rel"]), rng)
 
 
 def lf_model(source: str, a: np.ndarray, b: np.ndarray, u_steps: np.ndarray, geom: Geometry

@@ -12,24 +12,28 @@ _THETA = {"s1": ["E", "nu", "sigma0", "R0", "Rinf1", "b1"],
           "s2": ["E", "nu", "sigma0", "R0", "Rinf1", "b1", "Rinf2", "b2"]}
 
 
-@semantic_check
-def check_multisource(config: dict[str, Any]) -> None:
-    ms = config.get("multisource")
-    if not ms:
-        return
+def _check_scenarios(ms: dict[str, Any]) -> None:
+    """Each scenario starts with the high-fidelity source and has a low-fidelity one."""
     for case in ("analytic", "hardening"):
-        c = ms.get(case, {})
-        for name, srcs in c.get("scenarios", {}).items():
+        for name, srcs in ms[case]["scenarios"].items():
             key = f"multisource.{case}.scenarios.{name}"
             if not srcs or srcs[0] != "s0":
                 raise ConfigError(key, f"must start with the high-fidelity source s0, got {srcs}")
             if len(srcs) < 2:
                 raise ConfigError(key, "needs at least one low-fidelity source")
+
+
+@semantic_check
+def check_multisource(config: dict[str, Any]) -> None:
+    ms = config.get("multisource")
+    if not ms:
+        return
+    _check_scenarios(ms)
     h = ms.get("hardening")
     if not h:
         return
     d = h["data"]
-    if h.get("enabled") and h.get("model", "fe") == "fe":
+    if h["enabled"] and h["model"] == "fe":
         from simcalib.multisource.hardening import check_studies
 
         u_max, n_steps = check_studies(config)

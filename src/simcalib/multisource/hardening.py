@@ -60,9 +60,7 @@ def check_studies(config: Mapping[str, Any], key: str = "multisource.hardening"
     """The FE case's three studies exist, run ``tension_fe`` with the source's law, have
     the inputs the source needs and share the load steps and the specimen.  Returns
     their shared ``(u_max, n_steps)``."""
-    from simcalib.simulators.tension_fe import DEFAULTS
-
-    names = (config.get("multisource") or {}).get("hardening", {}).get("studies") or {}
+    names = config["multisource"]["hardening"]["studies"]
     studies = config.get("studies") or {}
     steps = {}
     for src in SOURCES:
@@ -70,39 +68,47 @@ def check_studies(config: Mapping[str, Any], key: str = "multisource.hardening"
         if name not in studies:
             raise ConfigError(f"{key}.studies.{src}", f"no study {name!r} in `studies` "
                               f"(have: {sorted(studies)})")
-        st = studies[name]
-        sim = st.get("simulator") or {}
-        opts = sim.get("options") or {}
-        skey = f"studies.{name}.simulator"
-        if sim.get("type") != "tension_fe":
-            raise ConfigError(f"{skey}.type", f"source {src} of the hardening case needs a "
-                              f"tension_fe simulator, not {sim.get('type')!r}")
-        if opts.get("law", "holloman") != LAW[src]:
-            raise ConfigError(f"{skey}.options.law", f"source {src} is the {LAW[src]} law, "
-                              f"not {opts.get('law', 'holloman')!r}")
-        if (sim.get("replicates") or 1) > 1 or sim.get("derived_outputs") or sim.get("fail_region"):
-            raise ConfigError(skey, "the hardening case reads the FE outputs as they are: "
-                              "no replicates, derived_outputs or fail_region")
-        inputs = set(st.get("parameters") or {}) | set(st.get("contexts") or {})
-        need = {"a", "b", *THETA.get(src, [])}
-        if inputs != need:
-            raise ConfigError(f"studies.{name}.parameters", f"source {src} needs exactly the "
-                              f"inputs {sorted(need)}, has {sorted(inputs)}")
-        n = (st.get("design") or {}).get("n")
-        least = int(config["multisource"]["hardening"]["data"]["n_test"]) + 3
-        if isinstance(n, int) and n < least:
-            raise ConfigError(f"studies.{name}.design.n", f"{n} runs leave no 2 training and 1 "
-                              f"validation specimens after n_test; at least {least}")
-        if st.get("outputs"):
-            raise ConfigError(f"studies.{name}.outputs", "leave out: the hardening case "
-                              "needs every FE output")
-        steps[src] = (opts.get("u_max", DEFAULTS["u_max"]),
-                      opts.get("n_steps", DEFAULTS["n_steps"]), opts.get("specimen") or {})
+        steps[src] = _check_source_study(config, src, name, studies[name])
     if len(set(map(repr, steps.values()))) > 1:
         raise ConfigError(f"{key}.studies", "the three studies must share u_max, n_steps and "
                           f"specimen (loads and points must match); got {steps}")
     u_max, n_steps, _ = steps["s0"]
     return float(u_max), int(n_steps)
+
+
+def _check_source_study(config: Mapping[str, Any], src: str, name: str,
+                        st: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """One source's FE study: its simulator, inputs, size and outputs; returns its
+    ``(u_max, n_steps, specimen)`` (which the three studies must share)."""
+    from simcalib.simulators.tension_fe import DEFAULTS
+
+    sim = st.get("simulator") or {}
+    opts = sim.get("options") or {}
+    skey = f"studies.{name}.simulator"
+    if sim.get("type") != "tension_fe":
+        raise ConfigError(f"{skey}.type", f"source {src} of the hardening case needs a "
+                          f"tension_fe simulator, not {sim.get('type')!r}")
+    if opts.get("law", "holloman") != LAW[src]:
+        raise ConfigError(f"{skey}.options.law", f"source {src} is the {LAW[src]} law, "
+                          f"not {opts.get('law', 'holloman')!r}")
+    if (sim.get("replicates") or 1) > 1 or sim.get("derived_outputs") or sim.get("fail_region"):
+        raise ConfigError(skey, "the hardening case reads the FE outputs as they are: "
+                          "no replicates, derived_outputs or fail_region")
+    inputs = set(st.get("parameters") or {}) | set(st.get("contexts") or {})
+    need = {"a", "b", *THETA.get(src, [])}
+    if inputs != need:
+        raise ConfigError(f"studies.{name}.parameters", f"source {src} needs exactly the "
+                          f"inputs {sorted(need)}, has {sorted(inputs)}")
+    n = (st.get("design") or {}).get("n")
+    least = int(config["multisource"]["hardening"]["data"]["n_test"]) + 3
+    if isinstance(n, int) and n < least:
+        raise ConfigError(f"studies.{name}.design.n", f"{n} runs leave no 2 training and 1 "
+                          f"validation specimens after n_test; at least {least}")
+    if st.get("outputs"):
+        raise ConfigError(f"studies.{name}.outputs", "leave out: the hardening case "
+                          "needs every FE output")
+    return (opts.get("u_max", DEFAULTS["u_max"]), opts.get("n_steps", DEFAULTS["n_steps"]),
+            opts.get("specimen") or {})
 
 
 def _steps(columns: list[str]) -> list[str]:
@@ -172,7 +178,7 @@ def from_runs(datasets: Mapping[str, pd.DataFrame], params: Mapping[str, Any],
         frames.append(long.drop(columns="run_id"))
         log.info("hardening: source %s: %d train, %d val, %d test specimens x %d steps", src,
                  *sizes, per_run)
-    return with_noise(pd.concat(frames, ignore_index=True), float(params.get("noise_rel", 0.0)),
+    return with_noise(pd.concat(frames, ignore_index=True), float(params["noise_rel"]),
                       rng)
 
 

@@ -41,7 +41,7 @@ def data_params(config: Mapping[str, Any], case: str) -> dict[str, Any]:
     c = _case(config, case)
     d = dict(c["data"])
     if case == "hardening":
-        d["model"] = c.get("model", "fe")
+        d["model"] = c["model"]
         if d["model"] == "fe":
             studies = config.get("studies") or {}
             d["studies"] = {src: {"name": name, **{k: studies[name][k] for k in FE_STUDY_KEYS
@@ -53,7 +53,7 @@ def data_params(config: Mapping[str, Any], case: str) -> dict[str, Any]:
 def fe_datasets(config: Mapping[str, Any]) -> dict[str, str]:
     """Source -> the ``dataset.csv`` of its FE study (the hardening case's inputs)."""
     c = _case(config, "hardening")
-    if c.get("model", "fe") != "fe":
+    if c["model"] != "fe":
         return {}
     return {src: f"results/{name}/dataset.csv" for src, name in c["studies"].items()}
 

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,9 @@ import pandas as pd
 from simcalib.errors import ConfigError, DataError
 from simcalib.multisource.problem import ProblemSpec
 from simcalib.seeds import int_seed, rng
+
+if TYPE_CHECKING:
+    from simcalib.multisource.training import FitSettings
 
 log = logging.getLogger("simcalib.multisource")
 
@@ -30,6 +33,15 @@ def fe_simulators(params: Mapping[str, Any], sources: tuple[str, ...] = ("s0", "
 
     return {src: build_simulator(st, f"studies.{st['name']}")
             for src, st in params["studies"].items() if src in sources}
+
+
+def _model(params: Mapping[str, Any]) -> str:
+    """The hardening case's model (``fe`` or ``bar``): data_params puts the validated
+    ``multisource.hardening.model`` there; a hand-written params file must name it."""
+    if "model" not in params:
+        raise ConfigError("--params.model", "missing: the hardening case's model, fe "
+                          "(the FE studies' runs) or bar (the built-in bar fixture)")
+    return str(params["model"])
 
 
 def generate(case: str, params: Mapping[str, Any], seed: int,
@@ -51,7 +63,7 @@ def generate(case: str, params: Mapping[str, Any], seed: int,
             rows += [{"source": src, "parameter": k, "theta_mse": t[k],
                       "theta_ref": np.nan, "objective": t["objective"]} for k in A.THETA[src]]
         mse = pd.DataFrame(rows)
-    elif params.get("model", "fe") == "fe":
+    elif _model(params) == "fe":
         from simcalib import io
         from simcalib.multisource import hardening as H
         from simcalib.simulators.fe.material import Material
@@ -148,17 +160,19 @@ class ScenarioFit:
     tables: dict[str, pd.DataFrame]
 
 
-def fit_scenario(df: pd.DataFrame, spec: ProblemSpec, params: Mapping[str, Any],
-                 mse: pd.DataFrame, fixed: dict[str, dict[str, float]], seed: int, case: str,
+def fit_scenario(df: pd.DataFrame, spec: ProblemSpec, st: FitSettings,
+                 params: Mapping[str, Any], mse: pd.DataFrame,
+                 fixed: dict[str, dict[str, float]], seed: int, case: str,
                  scenario: str) -> ScenarioFit:
-    """Fit iPro-NC on the scenario over ``fit.n_seeds`` seeds; theta summaries,
-    posterior draws, RRMSE, predictions, latents and training history."""
+    """Fit iPro-NC on the scenario over ``st.n_seeds`` seeds (``st`` built once, where
+    the command receives the params); theta summaries, posterior draws, RRMSE,
+    predictions, latents and training history.  ``params``: the step's options
+    (``max_input``)."""
     import torch
 
     from simcalib.multisource import readout as R
-    from simcalib.multisource.training import FitSettings, fit_one
+    from simcalib.multisource.training import fit_one
 
-    st = FitSettings.from_dict(params.get("fit"), "fit")
     for col, vmax in (params.get("max_input") or {}).items():
         if col not in spec.x:
             raise ConfigError(f"max_input.{col}", f"not an input column ({spec.x})")
@@ -187,6 +201,22 @@ def fit_scenario(df: pd.DataFrame, spec: ProblemSpec, params: Mapping[str, Any],
     theta_for = {x.name: "calibrated" for x in spec.lf}
     rr = R.rrmse_table(results, test, spec, preds, theta_for)
     rr.insert(0, "scenario", scenario)
+    pred = _predictions(results, test, spec, preds, theta_for)
+    lat = pd.concat([R.latent_maps(r, train, 300, g) for r in results], ignore_index=True)
+    hist = pd.concat([pd.DataFrame(r.history).assign(seed=r.seed) for r in results],
+                     ignore_index=True)
+    tables = {"theta.csv": theta, "theta_seeds.csv": dparams, "posterior.csv": samples,
+              "rrmse.csv": rr, "predictions.csv": pred, "latent.csv": lat,
+              "history.csv": hist}
+    return ScenarioFit(results, st, fixed, len(train), len(val), tables)
+
+
+def _predictions(results: list[Any], test: pd.DataFrame, spec: ProblemSpec, preds: list[str],
+                 theta_for: dict[str, str]) -> pd.DataFrame:
+    """Each source's mean and sd on the high-fidelity test rows, pooled over seeds (the
+    sd adds the seeds' spread of the means)."""
+    from simcalib.multisource import readout as R
+
     hf = test[test.source == spec.hf.name].reset_index(drop=True)
     pcols: dict[str, np.ndarray] = {}
     for p in preds:
@@ -196,14 +226,7 @@ def fit_scenario(df: pd.DataFrame, spec: ProblemSpec, params: Mapping[str, Any],
         for i, c in enumerate(spec.y_cols):
             pcols[f"{p}_mean_{c}"], pcols[f"{p}_sd_{c}"] = mean[:, i], sd[:, i]
     keep = [*spec.x, *spec.y_cols] + [c for c in hf.columns if c.startswith("true_")]
-    pred = pd.concat([hf[keep].reset_index(drop=True), pd.DataFrame(pcols)], axis=1)
-    lat = pd.concat([R.latent_maps(r, train, 300, g) for r in results], ignore_index=True)
-    hist = pd.concat([pd.DataFrame(r.history).assign(seed=r.seed) for r in results],
-                     ignore_index=True)
-    tables = {"theta.csv": theta, "theta_seeds.csv": dparams, "posterior.csv": samples,
-              "rrmse.csv": rr, "predictions.csv": pred, "latent.csv": lat,
-              "history.csv": hist}
-    return ScenarioFit(results, st, fixed, len(train), len(val), tables)
+    return pd.concat([hf[keep].reset_index(drop=True), pd.DataFrame(pcols)], axis=1)
 
 
 def models_payload(spec: ProblemSpec, fit: ScenarioFit) -> dict[str, Any]:
@@ -243,7 +266,7 @@ def least_squares(case: str, params: Mapping[str, Any], df: pd.DataFrame, seed: 
                 lambda th, s=src: A.f_source(s, x, th), y, [[0], [1], [2]],
                 {t: A.THETA_RANGE for t in names}, B.start_points(len(names), 5, g))
             frames.append(B.to_frame(src, fit, "lsq_direct"))
-    elif params.get("model", "fe") == "fe":
+    elif _model(params) == "fe":
         from simcalib.multisource import hardening as H
 
         specimens = hf.drop_duplicates("specimen")["specimen"].iloc[:int(params["lsq_specimens"])]

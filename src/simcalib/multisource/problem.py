@@ -77,7 +77,9 @@ class ProblemSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "spec") -> ProblemSpec:
         try:
-            sources = [SourceSpec(str(s["name"]), [str(t) for t in s.get("theta", [])],
+            # a declaration file, not a config section: a source without ``theta``
+            # (the high-fidelity one) has no calibration parameters
+            sources = [SourceSpec(str(s["name"]), [str(t) for t in s.get("theta") or []],
                                   bool(s.get("hf", False))) for s in d["sources"]]
             spec = cls(sources, [str(c) for c in d["x"]],
                        {str(k): [str(c) for c in v] for k, v in d["outputs"].items()},
@@ -118,9 +120,53 @@ class ProblemSpec:
             raise ConfigError(where, f"column(s) {sorted(clash)} declared twice")
 
 
+def _check_hf(df: pd.DataFrame, rows: pd.DataFrame, s: SourceSpec, others: list[str],
+              file: str) -> None:
+    extra = [t for t in df.columns if t in others and rows[t].notna().any()]
+    if extra:
+        raise DataError(file, f"high-fidelity source '{s.name}' has calibration "
+                              f"values in column(s) {extra}; it must have none")
+
+
+def _check_lf(df: pd.DataFrame, rows: pd.DataFrame, s: SourceSpec, others: list[str],
+              file: str) -> None:
+    """A low-fidelity source's parameter columns: present, numeric, given in its
+    training rows, and no values in the columns of parameters it does not declare."""
+    absent = [t for t in s.theta if t not in df.columns]
+    if absent:
+        raise DataError(file, f"source '{s.name}' declares parameter(s) {absent} "
+                              "but the table has no such column(s)")
+    for t in s.theta:
+        if not pd.api.types.is_numeric_dtype(rows[t]):
+            raise DataError(file, f"parameter column '{t}' of source '{s.name}' "
+                                  "is not numeric")
+        if rows.loc[rows["split"] == "train", t].isna().all():
+            raise DataError(file, f"source '{s.name}' declares parameter '{t}' "
+                                  "but has no values for it in its training rows")
+    extra = [t for t in others if t in df.columns and rows[t].notna().any()]
+    if extra:
+        raise DataError(file, f"source '{s.name}' has values in parameter column(s) "
+                              f"{extra} that it does not declare (declared: {s.theta})")
+
+
+def _check_values(df: pd.DataFrame, spec: ProblemSpec, file: str) -> None:
+    """Inputs and outputs numeric, inputs complete, outputs finite where given."""
+    for c in [*spec.x, *spec.y_cols]:
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            raise DataError(file, f"column '{c}' is not numeric")
+    nan_x = [c for c in spec.x if df[c].isna().any()]
+    if nan_x:
+        raise DataError(file, f"input column(s) {nan_x} have missing values")
+    for c in spec.y_cols:
+        if np.isinf(df[c].to_numpy(dtype=float)).any():
+            raise DataError(file, f"output column '{c}' has infinite values")
+
+
 def check_frame(df: pd.DataFrame, spec: ProblemSpec, file: str = "data") -> pd.DataFrame:
     """Check a data table against the declaration; returns it with the rows of the
-    declared sources only.  Raises DataError naming the file, source and column."""
+    declared sources only.  Raises DataError naming the file, source and column.
+    Stages: columns and splits -> each source (training rows; the high-fidelity one
+    has no parameter values, a low-fidelity one its own only) -> the values."""
     need = ["source", "split", *spec.x, *spec.categorical, *spec.y_cols]
     missing = [c for c in need if c not in df.columns]
     if missing:
@@ -135,34 +181,6 @@ def check_frame(df: pd.DataFrame, spec: ProblemSpec, file: str = "data") -> pd.D
         if not (rows["split"] == "train").any():
             raise DataError(file, f"source '{s.name}' has no training rows")
         others = [t for t in spec.theta_names if t not in s.theta]
-        if s.hf:
-            extra = [t for t in df.columns if t in others and rows[t].notna().any()]
-            if extra:
-                raise DataError(file, f"high-fidelity source '{s.name}' has calibration "
-                                      f"values in column(s) {extra}; it must have none")
-            continue
-        absent = [t for t in s.theta if t not in df.columns]
-        if absent:
-            raise DataError(file, f"source '{s.name}' declares parameter(s) {absent} "
-                                  "but the table has no such column(s)")
-        for t in s.theta:
-            if not pd.api.types.is_numeric_dtype(rows[t]):
-                raise DataError(file, f"parameter column '{t}' of source '{s.name}' "
-                                      "is not numeric")
-            if rows.loc[rows["split"] == "train", t].isna().all():
-                raise DataError(file, f"source '{s.name}' declares parameter '{t}' "
-                                      "but has no values for it in its training rows")
-        extra = [t for t in others if t in df.columns and rows[t].notna().any()]
-        if extra:
-            raise DataError(file, f"source '{s.name}' has values in parameter column(s) "
-                                  f"{extra} that it does not declare (declared: {s.theta})")
-    for c in [*spec.x, *spec.y_cols]:
-        if not pd.api.types.is_numeric_dtype(df[c]):
-            raise DataError(file, f"column '{c}' is not numeric")
-    nan_x = [c for c in spec.x if df[c].isna().any()]
-    if nan_x:
-        raise DataError(file, f"input column(s) {nan_x} have missing values")
-    for c in spec.y_cols:
-        if np.isinf(df[c].to_numpy(dtype=float)).any():
-            raise DataError(file, f"output column '{c}' has infinite values")
+        (_check_hf if s.hf else _check_lf)(df, rows, s, others, file)
+    _check_values(df, spec, file)
     return df.reset_index(drop=True)

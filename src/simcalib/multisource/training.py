@@ -35,9 +35,10 @@ log = logging.getLogger(__name__)
 _D: dict[str, Any] = schema_defaults("multisource.schema.yaml")["fit"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class FitSettings:
-    """iPro-NC training settings (``multisource.fit``; the schema documents each)."""
+    """iPro-NC training settings (``multisource.fit``; the schema documents each),
+    frozen: built once where a command receives them (:meth:`from_dict`)."""
 
     epochs: int = _D["epochs"]
     lr: float = _D["lr"]
@@ -86,7 +87,7 @@ class FitSettings:
         if s.kl not in ("paper", "gaussian"):
             raise ConfigError(f"{where}.kl", f"{s.kl!r} is not one of ['paper', 'gaussian']")
         if s.batch_size is not None and s.batch_size < 1:
-            s.batch_size = None
+            s = dataclasses.replace(s, batch_size=None)
         return s
 
 
@@ -145,81 +146,129 @@ def batch_loss(model: IProNC, batch: Batch, eps: torch.Tensor, st: FitSettings
                        phi=st.phi, kl_form=st.kl, beta_nll=st.beta_nll)
 
 
-def fit_one(train: pd.DataFrame, val: pd.DataFrame | None, spec: ProblemSpec,
-            st: FitSettings, seed: int, fixed: dict[str, dict[str, float]] | None = None,
-            label: str = "") -> FitResult:
-    """Train one network from ``seed`` (an int from :func:`simcalib.seeds.int_seed`)."""
-    torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed + 1)
-    if not spec.sources[0].hf:
-        spec = spec.subset([s.name for s in spec.sources])     # puts HF first
-    scaling = Scaling.fit(train, spec)
-    model = build_model(train, spec, scaling, st, fixed)
-    S = len(spec.sources)
-    lf_index = [i for i, s in enumerate(spec.sources) if not s.hf]
-    rows = to_rows(train, spec, scaling)
-    full = make_batch(rows, S, lf_index)
-    vbatch = veps = None
-    if val is not None and len(val):
-        vbatch = make_batch(to_rows(val, spec, scaling), S, lf_index)
-        veps = torch.randn(vbatch.theta.shape, generator=torch.Generator().manual_seed(seed + 2))
+@dataclass
+class _Run:
+    """One fit's state between its stages (:func:`fit_one`)."""
+
+    model: IProNC
+    opt: torch.optim.Optimizer
+    sched: Any
+    rows: Any
+    full: Batch
+    n_sources: int
+    lf_index: list[int]
+    gen: torch.Generator
+    vbatch: Batch | None = None
+    veps: torch.Tensor | None = None
+    history: list[dict[str, float]] = field(default_factory=list)
+    best: tuple[float, int, Any] = (float("inf"), 0, None)
+
+
+def _optimizer(model: IProNC, st: FitSettings) -> tuple[torch.optim.Optimizer, Any]:
+    """Adam over the network (weight decay) and the calibration parameters (none).
+    cosine: every group's rate falls from its own value to 1 % of it by the last
+    epoch; the heteroscedastic NLL oscillates at a constant 1e-2 on larger problems
+    (the hardening study), and a decaying rate lets it settle before the run ends."""
     opt = torch.optim.Adam([
         {"params": model.network_parameters(), "weight_decay": st.weight_decay},
         {"params": model.calibration_parameters(), "weight_decay": 0.0,
          "lr": st.lr_theta or st.lr},
     ], lr=st.lr)
-    # cosine: every group's rate falls from its own value to 1 % of it by the last epoch;
-    # the heteroscedastic NLL oscillates at a constant 1e-2 on larger problems (the
-    # hardening study), and a decaying rate lets it settle before the run ends
     sched = (torch.optim.lr_scheduler.LambdaLR(
         opt, lambda e: 0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * min(e, st.epochs)
                                                                / st.epochs)))
              if st.lr_schedule == "cosine" else None)
-    history: list[dict[str, float]] = []
-    best = (float("inf"), 0, None)
-    n = len(rows)
+    return opt, sched
+
+
+def _setup(train: pd.DataFrame, val: pd.DataFrame | None, spec: ProblemSpec, st: FitSettings,
+           seed: int, fixed: dict[str, dict[str, float]] | None) -> tuple[_Run, Scaling]:
+    """Seeds, scaling, model, optimiser and the (validation) batches."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    scaling = Scaling.fit(train, spec)
+    model = build_model(train, spec, scaling, st, fixed)
+    S = len(spec.sources)
+    lf_index = [i for i, s in enumerate(spec.sources) if not s.hf]
+    rows = to_rows(train, spec, scaling)
+    opt, sched = _optimizer(model, st)
+    run = _Run(model, opt, sched, rows, make_batch(rows, S, lf_index), S, lf_index, gen)
+    if val is not None and len(val):
+        run.vbatch = make_batch(to_rows(val, spec, scaling), S, lf_index)
+        run.veps = torch.randn(run.vbatch.theta.shape,
+                               generator=torch.Generator().manual_seed(seed + 2))
+    return run, scaling
+
+
+def _epoch(run: _Run, st: FitSettings) -> dict[str, torch.Tensor]:
+    """One pass over the rows (full batch, or shuffled mini-batches); the last
+    batch's loss terms."""
+    run.model.train()
+    n = len(run.rows)
+    if st.batch_size is None or st.batch_size >= n:
+        batches = [run.full]
+    else:
+        perm = torch.randperm(n, generator=run.gen)
+        batches = [make_batch(run.rows.take(perm[i:i + st.batch_size]), run.n_sources,
+                              run.lf_index) for i in range(0, n, st.batch_size)]
+    for b in batches:
+        eps = torch.randn(b.theta.shape, generator=run.gen)
+        terms = batch_loss(run.model, b, eps, st)
+        run.opt.zero_grad(set_to_none=True)
+        terms["total"].backward()
+        run.opt.step()
+    if run.sched is not None:
+        run.sched.step()
+    return terms
+
+
+def _record(run: _Run, st: FitSettings, epoch: int, terms: dict[str, torch.Tensor]) -> None:
+    """The history row of a validation epoch (train and validation losses); the best
+    validation state is kept when ``restore_best``."""
+    rec = {"epoch": epoch, **{f"train_{k}": float(v.detach()) for k, v in terms.items()}}
+    if run.vbatch is not None:
+        run.model.eval()
+        with torch.no_grad():
+            vt = batch_loss(run.model, run.vbatch, run.veps, st)
+        rec.update({f"val_{k}": float(v) for k, v in vt.items()})
+        if rec["val_total"] < run.best[0]:
+            state = ({k: v.clone() for k, v in run.model.state_dict().items()}
+                     if st.restore_best else None)
+            run.best = (rec["val_total"], epoch, state)
+    run.history.append(rec)
+
+
+def _progress(run: _Run, st: FitSettings, epoch: int, terms: dict[str, torch.Tensor],
+              label: str, t0: float) -> None:
+    h = run.history
+    val = (f" val {h[-1]['val_total']:.4f}" if run.vbatch is not None and h
+           and h[-1]["epoch"] == epoch else "")
+    log.info("%s epoch %d/%d loss %.4f%s, %s", label, epoch, st.epochs,
+             float(terms["total"].detach()), val, eta(time.perf_counter() - t0, epoch, st.epochs))
+
+
+def fit_one(train: pd.DataFrame, val: pd.DataFrame | None, spec: ProblemSpec,
+            st: FitSettings, seed: int, fixed: dict[str, dict[str, float]] | None = None,
+            label: str = "") -> FitResult:
+    """Train one network from ``seed`` (an int from :func:`simcalib.seeds.int_seed`).
+    Stages: set up -> epochs (a validation record every ``val_every``, a progress line
+    every ``log_every``) -> the best state restored when ``restore_best``."""
+    if not spec.sources[0].hf:
+        spec = spec.subset([s.name for s in spec.sources])     # puts HF first
+    run, scaling = _setup(train, val, spec, st, seed, fixed)
     t0, c0 = time.perf_counter(), time.process_time()
     for epoch in range(1, st.epochs + 1):
-        model.train()
-        if st.batch_size is None or st.batch_size >= n:
-            batches = [full]
-        else:
-            perm = torch.randperm(n, generator=gen)
-            batches = [make_batch(rows.take(perm[i:i + st.batch_size]), S, lf_index)
-                       for i in range(0, n, st.batch_size)]
-        for b in batches:
-            eps = torch.randn(b.theta.shape, generator=gen)
-            terms = batch_loss(model, b, eps, st)
-            opt.zero_grad(set_to_none=True)
-            terms["total"].backward()
-            opt.step()
-        if sched is not None:
-            sched.step()
+        terms = _epoch(run, st)
         if not torch.isfinite(terms["total"]):
             raise FloatingPointError(f"{label}: loss is not finite at epoch {epoch}")
         if epoch % st.val_every == 0 or epoch == st.epochs:
-            rec = {"epoch": epoch, **{f"train_{k}": float(v.detach()) for k, v in terms.items()}}
-            if vbatch is not None:
-                model.eval()
-                with torch.no_grad():
-                    vt = batch_loss(model, vbatch, veps, st)
-                rec.update({f"val_{k}": float(v) for k, v in vt.items()})
-                if rec["val_total"] < best[0]:
-                    state = ({k: v.clone() for k, v in model.state_dict().items()}
-                             if st.restore_best else None)
-                    best = (rec["val_total"], epoch, state)
-            history.append(rec)
+            _record(run, st, epoch, terms)
         if epoch % st.log_every == 0 or epoch == st.epochs:
-            log.info("%s epoch %d/%d loss %.4f%s, %s", label, epoch, st.epochs,
-                     float(terms["total"].detach()),
-                     f" val {history[-1]['val_total']:.4f}" if vbatch is not None
-                     and history and history[-1]["epoch"] == epoch else "",
-                     eta(time.perf_counter() - t0, epoch, st.epochs))
+            _progress(run, st, epoch, terms, label, t0)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    best_epoch = best[1] or st.epochs
-    if st.restore_best and best[2] is not None:
-        model.load_state_dict(best[2])
-    else:
-        best_epoch = st.epochs
-    model.eval()
-    return FitResult(model, scaling, spec, seed, seconds, history, best_epoch, cpu)
+    best_epoch = st.epochs
+    if st.restore_best and run.best[2] is not None:
+        run.model.load_state_dict(run.best[2])
+        best_epoch = run.best[1] or st.epochs
+    run.model.eval()
+    return FitResult(run.model, scaling, spec, seed, seconds, run.history, best_epoch, cpu)

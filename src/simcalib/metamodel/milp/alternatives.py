@@ -22,6 +22,7 @@ from simcalib.errors import ConfigError
 from simcalib.metamodel.milp.formulation import MILPModel, build_milp
 from simcalib.metamodel.milp.optimize import finish, prepare
 from simcalib.metamodel.milp.problem import OPProblem, OPResult
+from simcalib.metamodel.milp.settings import SolverSettings
 from simcalib.metamodel.model import Metamodel
 from simcalib.study.space import Space
 
@@ -58,7 +59,8 @@ def _exclude(model: MILPModel, problem: OPProblem, space: Space, x_prev: np.ndar
 
 
 def alternative_optima(mm: Metamodel, space: Space, target: Mapping[str, float],
-                       context: Mapping[str, float], solver: Mapping[str, Any], k: int,
+                       context: Mapping[str, float],
+                       solver: SolverSettings | Mapping[str, Any], k: int,
                        epsilon: float, distance: float,
                        box: tuple[np.ndarray, np.ndarray] | None = None,
                        weights: Mapping[str, float] | None = None, seed: int = 0
@@ -79,7 +81,7 @@ def alternative_optima(mm: Metamodel, space: Space, target: Mapping[str, float],
         for r in found:
             _exclude(model, problem, space, r.x, distance)
         warm = model.solution_from_x(problem, x0) if (i == 0 and x0 is not None) else None
-        if s["backend"] == "highs":
+        if s.backend == "highs":
             from simcalib.metamodel.milp import highs_backend
 
             raw = highs_backend.solve(model, s, warm, seed + i)
@@ -93,8 +95,8 @@ def alternative_optima(mm: Metamodel, space: Space, target: Mapping[str, float],
         if values is None:
             break
         res = finish(mm, space, problem, model, values, values[model.x], values[model.y],
-                     status, bound, nodes, time.perf_counter() - t0, s["backend"],
-                     float(s["check_tol"]), {"rank": i, "bounds": nb.summary()})
+                     status, bound, nodes, time.perf_counter() - t0, s.backend,
+                     s.check_tol, {"rank": i, "bounds": nb.summary()})
         if i == 0:
             best = res.objective
         elif res.objective > best + epsilon:

@@ -30,6 +30,7 @@ import numpy as np
 
 from simcalib.metamodel.milp.highs_threads import new_highs, set_threads
 from simcalib.metamodel.milp.problem import OPProblem
+from simcalib.metamodel.milp.settings import ObbtSettings
 
 INF = 1e30
 
@@ -248,16 +249,17 @@ def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 
                         tightened_layers=tightened, complete=complete, x_lo=x_lo, x_hi=x_hi)
 
 
-def compute_bounds(problem: OPProblem, obbt: dict | None, threads: int = 1,
+def compute_bounds(problem: OPProblem, obbt: ObbtSettings, threads: int = 1,
                    cutoff: float | None = None,
-                   start: list[tuple[np.ndarray, np.ndarray]] | None = None) -> NeuronBounds:
-    """Bounds as configured: ``obbt.enabled`` (default true), ``obbt.time_limit``,
-    ``obbt.rounds``; ``cutoff`` and ``start`` as in :func:`tighten_bounds`."""
-    obbt = obbt or {}
-    if not obbt.get("enabled", True):
+                   start: list[tuple[np.ndarray, np.ndarray]] | None = None,
+                   rounds: int = 2, time_limit: float | None = None) -> NeuronBounds:
+    """Bounds as configured: ``obbt.enabled``, ``obbt.time_limit`` (``time_limit``
+    replaces it: the OP call's budget may cap it); ``cutoff``, ``start`` and
+    ``rounds`` as in :func:`tighten_bounds`."""
+    if not obbt.enabled:
         t0 = time.perf_counter()
         pre = interval_bounds(problem, start=start)
         return NeuronBounds(pre=pre, seconds=time.perf_counter() - t0)
-    return tighten_bounds(problem, time_limit=float(obbt.get("time_limit", 10.0)),
-                          threads=threads, cutoff=cutoff if obbt.get("cutoff", True) else None,
-                          rounds=int(obbt.get("rounds", 2)), start=start)
+    return tighten_bounds(problem, time_limit=obbt.time_limit if time_limit is None
+                          else time_limit, threads=threads, cutoff=cutoff, rounds=rounds,
+                          start=start)

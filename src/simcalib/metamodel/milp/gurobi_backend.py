@@ -14,7 +14,6 @@ it raises :class:`SolverLicenceError` with one line naming the ``highs`` backend
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,7 @@ from simcalib.errors import SimcalibError
 from simcalib.metamodel.milp.bounds import NeuronBounds
 from simcalib.metamodel.milp.formulation import MILPModel
 from simcalib.metamodel.milp.problem import OPProblem
+from simcalib.metamodel.milp.settings import SolverSettings
 
 
 class SolverLicenceError(SimcalibError):
@@ -62,19 +62,18 @@ def _env(gp: Any) -> Any:
                                  "with backend: highs") from None
 
 
-def _params(m: Any, s: Mapping[str, Any], seed: int) -> None:
-    m.Params.OutputFlag = 1 if s.get("log") else 0
-    m.Params.TimeLimit = float(s["time_limit"])
-    m.Params.MIPGapAbs = float(s["mip_gap_abs"])
-    m.Params.MIPGap = float(s.get("mip_gap_rel", 0.0))
-    threads = int(s.get("threads", 0) or 0)
-    if threads > 0:
-        m.Params.Threads = threads
+def _params(m: Any, s: SolverSettings, seed: int) -> None:
+    m.Params.OutputFlag = 1 if s.log else 0
+    m.Params.TimeLimit = s.time_limit
+    m.Params.MIPGapAbs = s.mip_gap_abs
+    m.Params.MIPGap = s.mip_gap_rel
+    if s.threads > 0:
+        m.Params.Threads = s.threads
     m.Params.Seed = int(seed) % 2_000_000_000
-    tol = max(float(s.get("feasibility_tol", 1e-8)), 1e-9)
+    tol = max(s.feasibility_tol, 1e-9)
     m.Params.FeasibilityTol = tol
     m.Params.IntFeasTol = max(tol, 1e-9)
-    for key, value in (s.get("options") or {}).items():
+    for key, value in s.options.items():
         m.setParam(str(key), value)
 
 
@@ -98,7 +97,7 @@ def _optimize(gp: Any, m: Any) -> None:
         raise
 
 
-def solve_predictor(problem: OPProblem, nb: NeuronBounds, s: Mapping[str, Any],
+def solve_predictor(problem: OPProblem, nb: NeuronBounds, s: SolverSettings,
                     x0: np.ndarray | None, seed: int) -> GurobiSolve:
     """gurobi-ml model of the folded network; our bounds when ``use_bounds``."""
     gp = _import()
@@ -109,7 +108,7 @@ def solve_predictor(problem: OPProblem, nb: NeuronBounds, s: Mapping[str, Any],
     _params(m, s, seed)
     n, p = problem.n_in, problem.n_out
     vtype = [gp.GRB.INTEGER if i else gp.GRB.CONTINUOUS for i in problem.integer]
-    use = bool(s.get("use_bounds", True))
+    use = s.use_bounds
     x_lo = nb.x_lo if (use and nb.x_lo is not None) else problem.lo
     x_hi = nb.x_hi if (use and nb.x_hi is not None) else problem.hi
     x = m.addMVar((1, n), lb=x_lo[None, :], ub=x_hi[None, :],
@@ -132,7 +131,7 @@ def solve_predictor(problem: OPProblem, nb: NeuronBounds, s: Mapping[str, Any],
     m.update()
     layers = list(pred.layers if hasattr(pred, "layers") else pred._layers)
     k = 0
-    if s.get("use_bounds", True):
+    if use:
         for layer in layers:
             out = layer.output
             if type(layer).__name__ == "DenseLayer":
@@ -176,7 +175,7 @@ def solve_predictor(problem: OPProblem, nb: NeuronBounds, s: Mapping[str, Any],
     return res
 
 
-def solve_model(model: MILPModel, s: Mapping[str, Any], warm: np.ndarray | None,
+def solve_model(model: MILPModel, s: SolverSettings, warm: np.ndarray | None,
                 seed: int) -> GurobiSolve:
     """Our own sparse formulation in gurobipy (used for alternative optima)."""
     gp = _import()

@@ -12,7 +12,6 @@ column vector handed over with ``setSolution`` before the solve.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 from simcalib.errors import ConfigError, SimcalibError
 from simcalib.metamodel.milp.formulation import MILPModel
 from simcalib.metamodel.milp.highs_threads import new_highs, set_threads
+from simcalib.metamodel.milp.settings import SolverSettings
 
 
 @dataclass
@@ -49,22 +49,29 @@ def _status_name(h: Any, status: Any) -> str:
     return h.modelStatusToString(status).lower().replace(" ", "_")
 
 
-def apply_options(h: Any, solver: Mapping[str, Any], seed: int) -> None:
-    h.setOptionValue("output_flag", bool(solver.get("log", False)))
-    h.setOptionValue("time_limit", float(solver.get("time_limit", 60.0)))
-    h.setOptionValue("mip_abs_gap", float(solver.get("mip_gap_abs", 1e-4)))
-    h.setOptionValue("mip_rel_gap", float(solver.get("mip_gap_rel", 0.0)))
-    tol = float(solver.get("feasibility_tol", 1e-8))
+def _node_limited(solver: SolverSettings, nodes: int) -> bool:
+    """HiGHS reports a reached ``mip_max_nodes`` as a solution limit."""
+    cap = solver.options.get("mip_max_nodes")
+    return cap is not None and nodes >= int(cap)
+
+
+def apply_options(h: Any, solver: SolverSettings, seed: int) -> None:
+    """The option set's values on a HiGHS instance (every default is the schema's:
+    ``solver`` was built by :meth:`SolverSettings.build`)."""
+    h.setOptionValue("output_flag", solver.log)
+    h.setOptionValue("time_limit", solver.time_limit)
+    h.setOptionValue("mip_abs_gap", solver.mip_gap_abs)
+    h.setOptionValue("mip_rel_gap", solver.mip_gap_rel)
+    tol = solver.feasibility_tol
     h.setOptionValue("mip_feasibility_tolerance", tol)
     h.setOptionValue("primal_feasibility_tolerance", tol)
     h.setOptionValue("random_seed", int(seed) % 2_147_483_647)
-    set_threads(h, int(solver.get("threads", 0) or 0))
+    set_threads(h, solver.threads)
     # RINS/RENS sub-MIPs: with our incumbent and tightened bounds they cost more than
     # they find (``sub_mip``, default off; docs/metamodel_op.md); raw options override
-    sub = bool(solver.get("sub_mip", True))
-    h.setOptionValue("mip_heuristic_run_rins", sub)
-    h.setOptionValue("mip_heuristic_run_rens", sub)
-    for key, value in (solver.get("options") or {}).items():
+    h.setOptionValue("mip_heuristic_run_rins", solver.sub_mip)
+    h.setOptionValue("mip_heuristic_run_rens", solver.sub_mip)
+    for key, value in solver.options.items():
         status = h.setOptionValue(str(key), value)
         import highspy
 
@@ -72,7 +79,7 @@ def apply_options(h: Any, solver: Mapping[str, Any], seed: int) -> None:
             raise ConfigError(f"solvers.options.{key}", f"HiGHS rejected option {key}={value!r}")
 
 
-def solve(model: MILPModel, solver: Mapping[str, Any], warm: np.ndarray | None = None,
+def solve(model: MILPModel, solver: SolverSettings, warm: np.ndarray | None = None,
           seed: int = 0) -> RawSolve:
     import highspy
 
@@ -120,6 +127,8 @@ def solve(model: MILPModel, solver: Mapping[str, Any], warm: np.ndarray | None =
     if status == "optimal":
         bound = min(bound, obj) if np.isfinite(bound) else obj
     nodes = int(info.mip_node_count) if info.mip_node_count >= 0 else 0
+    if status == "solution_limit" and _node_limited(solver, nodes):
+        status = "node_limit"   # what a reader of op.csv should see: the search's cap
     pool = None
     if status != "optimal":
         try:

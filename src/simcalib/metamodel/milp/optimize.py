@@ -3,7 +3,8 @@
 ``optimize`` = checked problem (:mod:`.problem`) -> neuron bounds (:mod:`.bounds`)
 -> warm start (:mod:`.warmstart`) -> backend solve -> forward-pass check -> floor
 (:mod:`.multistart`).  The reported ``seconds`` is the whole wall time; the parts
-are in ``OPResult.info``.
+are in ``OPResult.info``.  The option set arrives as a :class:`SolverSettings`
+(:mod:`.settings`: checked and defaulted once, at the entry).
 
 ``time_limit`` bounds the whole call (:class:`Budget`): the box bounds get at most
 half of it (once per job, cached), the per-target bound tightening at most 30 % of
@@ -13,7 +14,9 @@ seed, not on the machine's load), sized to cost about what the benchmark's
 baselines cost, so on a very small limit it can overrun it.  The numpy work runs on
 one BLAS thread: its matrices are small, and a multi-threaded OpenBLAS spends more CPU synchronising
 threads than computing (measured: 20-start L-BFGS 0.12 CPU-s on one thread, 1-2
-CPU-s on the default threads of a shared 2-core machine).
+CPU-s on the default threads of a shared 2-core machine).  Seconds depend on the
+machine's load; a node limit in the raw options (``mip_max_nodes``) does not, so the
+shipped configs stop hard solves by nodes and keep ``time_limit`` as a safety cap.
 """
 
 from __future__ import annotations
@@ -21,13 +24,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from simcalib.config import check_section, schema_defaults
-from simcalib.errors import ConfigError
+from simcalib.config import schema_defaults
 from simcalib.metamodel.milp.bounds import NeuronBounds, compute_bounds, interval_bounds
 from simcalib.metamodel.milp.boxbounds import box_bounds, cached_unstable
 from simcalib.metamodel.milp.formulation import MILPModel, build_milp
@@ -40,6 +42,7 @@ from simcalib.metamodel.milp.problem import (
     check_forward,
     full_inputs,
 )
+from simcalib.metamodel.milp.settings import SolverSettings
 from simcalib.metamodel.milp.warmstart import warm_start as search_warm_start
 from simcalib.metamodel.model import Metamodel
 from simcalib.seeds import rng
@@ -47,12 +50,6 @@ from simcalib.study.space import Space
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("highs", "gurobi")
-#: ``obbt.skip_below`` by backend (benchmarks/op_milp.py, 2 cores): HiGHS needs the
-#: per-target cutoff tightening even on 2x16 (without it 0-1/5 targets proven in 10 s
-#: instead of 5/5); Gurobi does not, and skipping it (and the heavy warm start) makes
-#: ours as fast as plain gurobi-ml on nets it proves quickly
-SKIP_BELOW = {"highs": 0, "gurobi": 64}
 #: random samples of the light warm start of a small net (``obbt.skip_below``)
 SMALL_SAMPLES = 2000
 #: warm start of a net with few unstable neurons (``obbt.light_below``): samples and
@@ -104,33 +101,150 @@ SOLVER_DEFAULTS: dict[str, Any] = schema_defaults("solvers.schema.yaml", "option
                                                   {"backend": "highs"})
 
 
-def solver_settings(solver: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The option set over the defaults; an unknown or mistyped option is an error."""
-    check_section({"backend": "highs", **(solver or {})}, "solvers.schema.yaml", "solver",
-                  "option_set")
-    out: dict[str, Any] = {k: (dict(v) if isinstance(v, dict) else v)
-                           for k, v in SOLVER_DEFAULTS.items()}
-    for k, v in (solver or {}).items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), dict):
-            out[k] = {**out[k], **v}
-        else:
-            out[k] = v
-    if out["backend"] not in BACKENDS:
-        raise ConfigError("solvers.backend", f"unknown backend {out['backend']!r}; use one of "
-                          f"{list(BACKENDS)}")
-    if float(out["time_limit"]) <= 0:
-        raise ConfigError("solvers.time_limit", "must be > 0")
-    if out["obbt"].get("skip_below") is None:
-        out["obbt"]["skip_below"] = SKIP_BELOW[out["backend"]]
-    return out
+def solver_settings(solver: SolverSettings | Mapping[str, Any] | None) -> SolverSettings:
+    """The option set over the schema's defaults (:meth:`SolverSettings.build`); an
+    unknown or mistyped option is a :class:`ConfigError` naming ``solver.<key>``."""
+    return SolverSettings.build(solver, "solver")
+
+
+@dataclass
+class _Prep:
+    """What the stages of :func:`prepare` hand each other."""
+
+    problem: OPProblem
+    full: OPProblem
+    s: SolverSettings
+    box_tl: float
+    cutoff_slack: float
+    probe: tuple[np.ndarray | None, float, dict[str, Any]] | None = None
+    box_nb: NeuronBounds | None = None
+    cached: bool = False
+
+    @property
+    def plain(self) -> bool:
+        return self.s.backend == "gurobi" and not self.s.use_bounds
+
+    @property
+    def box_unstable(self) -> int | None:
+        return None if self.box_nb is None else int(self.box_nb.summary()["unstable"])
+
+    @property
+    def small(self) -> bool:
+        """Few unstable neurons over the box: the box bounds are the MILP's as they are."""
+        u = self.box_unstable
+        return u is not None and self.cutoff_slack == 0.0 and u <= self.s.obbt.skip_below
+
+    @property
+    def light(self) -> bool:
+        """One round of per-target tightening (a second one saved fewer nodes than its
+        LPs cost on 2x32 solvable; on 2x16 plain, 32 unstable, it halves the nodes)."""
+        u = self.box_unstable
+        return u is not None and not self.small and self.cutoff_slack == 0.0 \
+            and u <= self.s.obbt.light_below
+
+
+def _probe(p: _Prep, space: Space, seed: int) -> None:
+    """HiGHS: the full warm start before the box bounds, so a target it already proves
+    (objective within mip_gap_abs of the bound 0, common on Rosenbrock) skips them; on
+    a net with many contexts the cache rarely helps and each call paid up to
+    box_time_limit for nothing.  With the box bounds already cached (every target
+    after a job's first) a net with few unstable neurons gets the light warm start
+    (``obbt.light_below``)."""
+    s, ws = p.s, p.s.warm_start
+    first = ws.multistart_first
+    known = cached_unstable(p.full, p.box_tl) if s.obbt.light_below and s.obbt.enabled \
+        and p.cutoff_slack == 0.0 else None
+    if known is not None and s.obbt.skip_below < known <= s.obbt.light_below:
+        ws = replace(ws, samples=min(ws.samples, LIGHT_SAMPLES), local=min(ws.local, LIGHT_LOCAL))
+    p.probe = search_warm_start(p.problem, space, ws, rng(seed, "op", "warm_start"),
+                                multistart=first)
+    p.probe[2]["multistart_done"] = first and p.probe[2].get("multistart_objective") is not None
+
+
+def _box_stage(p: _Prep, box: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """Bounds over the full box at this context (they hold on every sub-box, the
+    proximity boxes of the strategies, so one cached computation serves them all),
+    narrowed to ``box`` by interval arithmetic."""
+    threads = p.s.threads or 1
+    if p.s.obbt.enabled:
+        p.box_nb, p.cached = box_bounds(p.full, p.box_tl, threads)
+    else:  # no LP tightening anywhere: interval arithmetic over the box
+        t_ia = time.perf_counter()
+        p.box_nb = NeuronBounds(pre=interval_bounds(p.full))
+        p.box_nb.seconds = time.perf_counter() - t_ia
+    if box is not None:
+        t_sub = time.perf_counter()
+        p.box_nb = NeuronBounds(pre=interval_bounds(p.problem, start=p.box_nb.pre),
+                                seconds=p.box_nb.seconds + time.perf_counter() - t_sub,
+                                lp_solves=p.box_nb.lp_solves)
+
+
+def _warm_stage(p: _Prep, space: Space, seed: int
+                ) -> tuple[np.ndarray | None, float, dict[str, Any]]:
+    """The incumbent: the probe's when HiGHS ran it (the same draws), else the warm
+    start sized by the portfolio.  A small net gets a light incumbent now and the
+    full pool only if unproven; Gurobi's own heuristics find a first incumbent at once
+    (no samples: they were most of the gap to plain gurobi-ml on small nets).  The
+    multi-start (~20 local searches) runs first only when asked."""
+    if p.probe is not None:
+        x0, f0, wstats = p.probe
+    else:
+        ws = p.s.warm_start
+        if p.small:
+            ws = replace(ws, samples=0 if p.s.backend == "gurobi" else
+                         min(ws.samples, SMALL_SAMPLES), local=0)
+        first = ws.multistart_first and not p.small
+        x0, f0, wstats = search_warm_start(p.problem, space, ws, rng(seed, "op", "warm_start"),
+                                           multistart=first)
+        wstats["multistart_done"] = first and wstats.get("multistart_objective") is not None
+    wstats["light"] = bool(p.small)
+    return x0, f0, wstats
+
+
+def _given_start(problem: OPProblem, given: np.ndarray, x0: np.ndarray | None, f0: float,
+                 wstats: dict[str, Any]) -> tuple[np.ndarray | None, float]:
+    """The caller's warm start replaces the search's when it is feasible and better."""
+    g = np.clip(np.asarray(given, dtype=float), problem.lo, problem.hi)
+    g[problem.integer] = np.round(g[problem.integer])
+    if not problem.feasible(g)[0]:
+        log.warning("the given warm start violates the constraints; ignored")
+        wstats["given_objective"] = None
+        return x0, f0
+    fg = float(problem.objective(g)[0])
+    wstats["given_objective"] = fg
+    return (g, fg) if fg < f0 else (x0, f0)
+
+
+def _target_bounds(p: _Prep, x0: np.ndarray | None, f0: float, trivial: bool,
+                   budget: Budget | None) -> NeuronBounds:
+    """The MILP's neuron bounds: interval arithmetic when no MILP is needed (or plain
+    gurobi-ml), the box bounds of a small net, else the per-target tightening cut by
+    the incumbent's objective (+ slack for alternative optima)."""
+    if trivial or p.plain:
+        t0 = time.perf_counter()
+        nb = NeuronBounds(pre=interval_bounds(p.problem), seconds=0.0)
+        nb.seconds = time.perf_counter() - t0
+        return nb
+    if p.small and p.box_nb is not None:
+        nb = p.box_nb
+        nb.seconds = 0.0 if p.cached else nb.seconds
+        return nb
+    cutoff = f0 + p.cutoff_slack if x0 is not None and np.isfinite(f0) else None
+    tl = p.s.obbt.time_limit if budget is None else budget.obbt(p.s.obbt.time_limit)
+    nb = compute_bounds(p.problem, p.s.obbt, p.s.threads or 1, cutoff,
+                        start=None if p.box_nb is None else p.box_nb.pre,
+                        rounds=1 if p.light else 2, time_limit=tl)
+    if p.box_nb is not None and not p.cached:
+        nb.seconds += p.box_nb.seconds  # the first target pays for the box bounds
+    return nb
 
 
 def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
-            context: Mapping[str, float] | None, solver: Mapping[str, Any],
+            context: Mapping[str, float] | None, solver: SolverSettings | Mapping[str, Any],
             box: tuple[np.ndarray, np.ndarray] | None, weights: Mapping[str, float] | None,
             warm_start: np.ndarray | None, seed: int, cutoff_slack: float = 0.0,
             allow_trivial: bool = True, budget: Budget | None = None
-            ) -> tuple[OPProblem, dict[str, Any], NeuronBounds, np.ndarray | None, dict[str, Any]]:
+            ) -> tuple[OPProblem, SolverSettings, NeuronBounds, np.ndarray | None, dict[str, Any]]:
     """OPProblem, settings, bounds and warm-start point (shared with alternatives).
 
     Portfolio by net size: the bounds over the whole box are computed once per
@@ -141,116 +255,33 @@ def prepare(mm: Metamodel, space: Space, target: Mapping[str, float],
     and their objective cuts the per-target tightening, which starts from the box
     bounds and skips neurons they prove stable; multi-start L-BFGS runs after an
     unproven solve (or first, with ``warm_start.multistart_first``).  With a
-    ``budget`` the bound tightening's time limits are capped by it."""
-    s = solver_settings(solver)
+    ``budget`` the bound tightening's time limits are capped by it.
+
+    Stages: probe (HiGHS's early warm start) -> box bounds -> warm start -> the
+    caller's start -> the per-target bounds."""
+    s = SolverSettings.build(solver)
     problem = build_problem(mm, space, target, context, box, weights)
-    plain = s["backend"] == "gurobi" and not s["use_bounds"]
-    threads = int(s["threads"] or 1)
-    box_nb, cached = None, False
-    # HiGHS always runs the full warm start (obbt.skip_below is 0 for it): run it before
-    # the box bounds, so a target it already proves (objective within mip_gap_abs of
-    # the bound 0, common on Rosenbrock) skips them; on a net with many contexts the
-    # cache rarely helps and each call paid up to box_time_limit for nothing
-    probe = None
-    light_below = int(s["obbt"].get("light_below", 0) or 0)
-    box_tl = float(s["obbt"].get("box_time_limit", 30.0))
-    box_tl = budget.box(box_tl) if budget else box_tl
-    full = problem if box is None else build_problem(mm, space, target, context, None,
-                                                     weights)
-    if s["backend"] == "highs" and allow_trivial and warm_start is None:
-        first_p = bool(s["warm_start"].get("multistart_first", False))
-        ws_p = dict(s["warm_start"])
-        # box bounds already cached (every target after a job's first): a net with few
-        # unstable neurons gets the light warm start (``obbt.light_below``)
-        known = cached_unstable(full, box_tl) if light_below and \
-            s["obbt"].get("enabled", True) and cutoff_slack == 0.0 else None
-        if known is not None and int(s["obbt"].get("skip_below", 0)) < known <= light_below:
-            ws_p.update(samples=min(int(ws_p.get("samples", 20000)), LIGHT_SAMPLES),
-                        local=min(int(ws_p.get("local", 5)), LIGHT_LOCAL))
-        probe = search_warm_start(problem, space, ws_p,
-                                  rng(seed, "op", "warm_start"), multistart=first_p)
-        probe[2]["multistart_done"] = first_p and \
-            probe[2].get("multistart_objective") is not None
-    early_trivial = probe is not None and probe[0] is not None and \
-        probe[1] <= float(s["mip_gap_abs"])
-    if not plain and not early_trivial:
-        # bounds over the full box at this context hold on every sub-box (proximity
-        # boxes of the strategies), so one cached computation serves them all
-        if s["obbt"].get("enabled", True):
-            box_nb, cached = box_bounds(full, box_tl, threads)
-        else:  # no LP tightening anywhere: interval arithmetic over the box
-            t_ia = time.perf_counter()
-            box_nb = NeuronBounds(pre=interval_bounds(full))
-            box_nb.seconds = time.perf_counter() - t_ia
-        if box is not None:
-            t_sub = time.perf_counter()
-            box_nb = NeuronBounds(pre=interval_bounds(problem, start=box_nb.pre),
-                                  seconds=box_nb.seconds + time.perf_counter() - t_sub,
-                                  lp_solves=box_nb.lp_solves)
-    box_unstable = None if box_nb is None else int(box_nb.summary()["unstable"])
-    small = box_unstable is not None and cutoff_slack == 0.0 \
-        and box_unstable <= int(s["obbt"].get("skip_below", 0))
-    # few unstable neurons: one round of per-target tightening (a second one saved
-    # fewer nodes than its LPs cost on 2x32 solvable; on 2x16 plain, 32 unstable, it
-    # halves the nodes and stays)
-    light = box_unstable is not None and not small and cutoff_slack == 0.0 \
-        and box_unstable <= light_below
-    ws = dict(s["warm_start"])
-    if small:  # a quick solve: a light incumbent now, the full pool only if unproven
-        ws.update(samples=min(int(ws.get("samples", 20000)), SMALL_SAMPLES), local=0)
-        if s["backend"] == "gurobi":
-            # Gurobi's own heuristics find a first incumbent at once: no samples before
-            # the solve (they were most of the gap to plain gurobi-ml on small nets);
-            # the floor after an unproven solve still runs the whole pool
-            ws["samples"] = 0
-    # multi-start L-BFGS costs ~20 local searches: run first only when asked
-    # (``warm_start.multistart_first``), else after the solve and only if it is unproven
-    first = bool(ws.get("multistart_first", False)) and not small
-    if probe is not None:   # the full warm start already ran (HiGHS): the same draws
-        x0, f0, wstats = probe
-    else:
-        x0, f0, wstats = search_warm_start(problem, space, ws, rng(seed, "op", "warm_start"),
-                                           multistart=first)
-        wstats["multistart_done"] = first and wstats.get("multistart_objective") is not None
-    wstats["light"] = bool(small)
+    full = problem if box is None else build_problem(mm, space, target, context, None, weights)
+    box_tl = s.obbt.box_time_limit if budget is None else budget.box(s.obbt.box_time_limit)
+    p = _Prep(problem=problem, full=full, s=s, box_tl=box_tl, cutoff_slack=cutoff_slack)
+    if s.backend == "highs" and allow_trivial and warm_start is None:
+        _probe(p, space, seed)
+    early_trivial = p.probe is not None and p.probe[0] is not None and \
+        p.probe[1] <= s.mip_gap_abs
+    if not p.plain and not early_trivial:
+        _box_stage(p, box)
+    x0, f0, wstats = _warm_stage(p, space, seed)
     if warm_start is not None:
-        given = np.clip(np.asarray(warm_start, dtype=float), problem.lo, problem.hi)
-        given[problem.integer] = np.round(given[problem.integer])
-        if problem.feasible(given)[0]:
-            fg = float(problem.objective(given)[0])
-            wstats["given_objective"] = fg
-            if fg < f0:
-                x0, f0 = given, fg
-        else:
-            log.warning("the given warm start violates the constraints; ignored")
-            wstats["given_objective"] = None
+        x0, f0 = _given_start(problem, warm_start, x0, f0, wstats)
     # the objective is >= 0: a warm start within mip_gap_abs of 0 is proven optimal
-    trivial = allow_trivial and x0 is not None and f0 <= float(s["mip_gap_abs"])
+    trivial = allow_trivial and x0 is not None and f0 <= s.mip_gap_abs
     wstats["trivial"] = bool(trivial)
-    if trivial or plain:
-        t0 = time.perf_counter()
-        nb = NeuronBounds(pre=interval_bounds(problem), seconds=0.0)
-        nb.seconds = time.perf_counter() - t0
-    elif small and box_nb is not None:
-        nb = box_nb
-        nb.seconds = 0.0 if cached else nb.seconds
-    else:
-        # the incumbent's objective (+ slack for alternative optima) cuts the region
-        cutoff = f0 + cutoff_slack if x0 is not None and np.isfinite(f0) else None
-        obbt = dict(s["obbt"])
-        if light:
-            obbt["rounds"] = 1
-        if budget is not None:
-            obbt["time_limit"] = budget.obbt(float(obbt.get("time_limit", 10.0)))
-        nb = compute_bounds(problem, obbt, threads, cutoff,
-                            start=None if box_nb is None else box_nb.pre)
-        if box_nb is not None and not cached:
-            nb.seconds += box_nb.seconds  # the first target pays for the box bounds
+    nb = _target_bounds(p, x0, f0, trivial, budget)
     wstats["used_objective"] = None if x0 is None else f0
-    wstats["portfolio"] = {"box_unstable": box_unstable, "box_cached": bool(cached),
-                           "path": "plain" if plain else ("box-bounds" if small else
-                                                          ("cutoff-light" if light
-                                                           else "cutoff"))}
+    path = "plain" if p.plain else ("box-bounds" if p.small else
+                                    ("cutoff-light" if p.light else "cutoff"))
+    wstats["portfolio"] = {"box_unstable": p.box_unstable, "box_cached": bool(p.cached),
+                           "path": path}
     return problem, s, nb, x0, wstats
 
 
@@ -264,7 +295,7 @@ def _floor_seeds(problem: OPProblem, res: OPResult, x0: np.ndarray | None,
 
 
 def apply_floor(mm: Metamodel, space: Space, problem: OPProblem, res: OPResult,
-                x0: np.ndarray | None, f0: float, s: Mapping[str, Any], wstats: dict[str, Any],
+                x0: np.ndarray | None, f0: float, s: SolverSettings, wstats: dict[str, Any],
                 seed: int, pool: list[np.ndarray] | None = None,
                 deadline: float | None = None) -> OPResult:
     """Never worse than local search: polish the solver's point with L-BFGS and, when
@@ -274,25 +305,23 @@ def apply_floor(mm: Metamodel, space: Space, problem: OPProblem, res: OPResult,
     the solve; return the best of these and the warm-start pool.  The bound stays
     the solver's (valid for every point); the gap shrinks with the objective.
     ``info['floor']`` says where the answer came from and what it cost."""
-    ws = s["warm_start"]
-    if not ws.get("enabled", True):
+    ws = s.warm_start
+    if not ws.enabled:
         return res
     t0, c0 = time.perf_counter(), time.process_time()
     cands: list[tuple[float, np.ndarray, str]] = []
     milp_obj = res.objective
     if np.all(np.isfinite(res.x)):
         cands.append((float(problem.objective(res.x)[0]), res.x, "solver"))
-        xp, fp = local_refine(problem, res.x, int(ws.get("maxiter", 200)))
+        xp, fp = local_refine(problem, res.x, ws.maxiter)
         cands.append((fp, xp, "solver+polish"))
     if x0 is not None and np.isfinite(f0):
         cands.append((f0, np.asarray(x0, dtype=float), "warm_start_pool"))
     floor: dict[str, Any] = {"solver_objective": milp_obj, "source": "solver", "seconds": 0.0}
-    if res.status != "optimal" and not wstats.get("multistart_done") and \
-            int(ws.get("starts", 0)) > 0:
+    if res.status != "optimal" and not wstats.get("multistart_done") and ws.starts > 0:
         ms = batched_multistart(problem, rng(seed, "op", "floor_multistart"),
-                                starts=int(ws["starts"]), iters=int(ws.get("iters", 200)),
-                                polish=int(ws.get("polish", 4)),
-                                maxiter=int(ws.get("maxiter", 200)),
+                                starts=ws.starts, iters=ws.iters, polish=ws.polish,
+                                maxiter=ws.maxiter,
                                 seeds=_floor_seeds(problem, res, x0, pool), deadline=deadline)
         wstats["multistart_objective"] = ms.objective
         floor["multistart"] = {"starts": ms.starts, "seconds": round(ms.seconds, 4),
@@ -352,7 +381,8 @@ def finish(mm: Metamodel, space: Space, problem: OPProblem, model: MILPModel | N
 
 
 def optimize(mm: Metamodel, space: Space, target: Mapping[str, float],
-             context: Mapping[str, float] | None, solver: Mapping[str, Any],
+             context: Mapping[str, float] | None,
+             solver: SolverSettings | Mapping[str, Any],
              box: tuple[np.ndarray, np.ndarray] | None = None,
              weights: Mapping[str, float] | None = None,
              warm_start: np.ndarray | None = None, seed: int = 0,
@@ -360,13 +390,15 @@ def optimize(mm: Metamodel, space: Space, target: Mapping[str, float],
     """Minimise Σ_j w_j |M_j(x, c) - ẑ_j| / y_std_j over the tunables ``x`` in ``box``
     (default: the bounds at ``context``), integer inputs integer, linear domain
     constraints respected, within the option set's ``time_limit`` for the whole
-    call.  See :class:`OPResult`.
+    call.  See :class:`OPResult`.  ``solver``: a :class:`SolverSettings` (a mapping is
+    built into one here, once: a misspelled key is a :class:`ConfigError`).
 
     ``failure`` (a :class:`simcalib.metamodel.failure.FailureModel`; default: the
     one attached to ``mm``, ``mm.failure``): the run-success classifier becomes one
     more output of the embedded network, bounded below so that the answer's predicted
     success probability is at least its threshold; the result's ``predicted`` holds
     the metamodel's outputs only, ``info['failure']`` the answer's predicted success probability."""
+    solver = SolverSettings.build(solver)
     if failure is None:
         failure = getattr(mm, "failure", None)
     if failure is not None:
@@ -384,7 +416,7 @@ def optimize(mm: Metamodel, space: Space, target: Mapping[str, float],
         res.info["failure"] = {"threshold": failure.threshold, "success_probability": prob}
         return res
     t0 = time.perf_counter()
-    budget = Budget(t0, float(solver_settings(solver)["time_limit"]))
+    budget = Budget(t0, solver.time_limit)
     with one_blas_thread():
         problem, s, nb, x0, wstats = prepare(mm, space, target, context, solver, box, weights,
                                              warm_start, seed, budget=budget)
@@ -396,22 +428,21 @@ def optimize(mm: Metamodel, space: Space, target: Mapping[str, float],
                            s, wstats, seed, pool)
 
 
-def _solve(mm: Metamodel, space: Space, problem: OPProblem, s: dict[str, Any], nb: NeuronBounds,
+def _solve(mm: Metamodel, space: Space, problem: OPProblem, s: SolverSettings,
+           nb: NeuronBounds,
            x0: np.ndarray | None, wstats: dict[str, Any], seed: int, t0: float,
            budget: Budget | None = None) -> tuple[OPResult, list[np.ndarray] | None]:
     """The backend solve; returns the result and the MILP's incumbents (tunables)."""
     info: dict[str, Any] = {"bounds": nb.summary(), "warm_start": wstats}
     if budget is not None:
-        s = {**s, "time_limit": budget.solve()}
-        info["solve_time_limit"] = round(float(s["time_limit"]), 3)
+        s = s.replace(time_limit=budget.solve())
+        info["solve_time_limit"] = round(s.time_limit, 3)
     if wstats.get("trivial"):
         # no solver needed: the warm start is within mip_gap_abs of the bound 0
         info["solve_seconds"] = 0.0
         return finish(mm, space, problem, None, None, x0, None, "optimal", 0.0, 0,
-                      time.perf_counter() - t0, s["backend"] if s["use_bounds"] or
-                      s["backend"] == "highs" else "gurobi-plain", float(s["check_tol"]),
-                      info), None
-    if s["backend"] == "highs":
+                      time.perf_counter() - t0, s.backend_name, s.check_tol, info), None
+    if s.backend == "highs":
         from simcalib.metamodel.milp import highs_backend
 
         model = build_milp(problem, nb)
@@ -426,13 +457,11 @@ def _solve(mm: Metamodel, space: Space, problem: OPProblem, s: dict[str, Any], n
         y = raw.values[model.y] if raw.values is not None else None
         pool = [v[model.x] for v in raw.pool] if raw.pool else None
         return finish(mm, space, problem, model, raw.values, x, y, raw.status, raw.bound,
-                      raw.nodes, time.perf_counter() - t0, "highs", float(s["check_tol"]),
-                      info), pool
+                      raw.nodes, time.perf_counter() - t0, "highs", s.check_tol, info), pool
     from simcalib.metamodel.milp import gurobi_backend
 
     raw = gurobi_backend.solve_predictor(problem, nb, s, x0, seed)
     info["solve_seconds"] = raw.seconds
     info["model"] = raw.model_size
-    name = "gurobi" if s["use_bounds"] else "gurobi-plain"
     return finish(mm, space, problem, None, None, raw.x, raw.y, raw.status, raw.bound,
-                  raw.nodes, time.perf_counter() - t0, name, float(s["check_tol"]), info), None
+                  raw.nodes, time.perf_counter() - t0, s.backend_name, s.check_tol, info), None

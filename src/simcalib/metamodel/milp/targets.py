@@ -11,20 +11,20 @@ from typing import Any
 import pandas as pd
 
 from simcalib.metamodel import trust
+from simcalib.metamodel.milp.settings import OptimizeSettings
 from simcalib.progress import eta
 
 log = logging.getLogger(__name__)
 
 
-def solve_targets(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: dict[str, Any],
-            solver: dict[str, Any], seed: int) -> pd.DataFrame:
+def solve_targets(study: str, space: Any, mm: Any, targets: pd.DataFrame,
+                  opt: OptimizeSettings, seed: int) -> pd.DataFrame:
     """Optimally-Predict every target: one row per target (per alternative), in the
     op.csv layout, with the trust flags (``low_r2``, ``flag``) and a progress line
     per target."""
     from simcalib.metamodel.milp import alternative_optima, optimize
 
-    alt = opt.get("alternatives") or {}
-    k = int(alt.get("k", 1))
+    alt, solver, weights = opt.alternatives, opt.solver, opt.weights or None
     verdict = trust.judge(mm.info)
     low = verdict.weak_outputs
     if low:
@@ -37,14 +37,11 @@ def solve_targets(study: str, space: Any, mm: Any, targets: pd.DataFrame, opt: d
         target = {o: float(row[o]) for o in mm.output_names}
         context = {c: float(row[c]) for c in space.context_names}
         s = int(seed) + tid
-        if k > 1:
-            results = alternative_optima(mm, space, target, context, solver, k,
-                                         float(alt.get("epsilon", 0.01)),
-                                         float(alt.get("distance", 0.1)),
-                                         weights=opt.get("weights") or None, seed=s)
+        if alt.k > 1:
+            results = alternative_optima(mm, space, target, context, solver, alt.k,
+                                         alt.epsilon, alt.distance, weights=weights, seed=s)
         else:
-            results = [optimize(mm, space, target, context, solver,
-                                weights=opt.get("weights") or None, seed=s)]
+            results = [optimize(mm, space, target, context, solver, weights=weights, seed=s)]
         for rank, r in enumerate(results):
             out: dict[str, Any] = {"target_id": tid, "rank": rank}
             out.update({n: v for n, v in zip(space.tunable_names, r.x, strict=True)})

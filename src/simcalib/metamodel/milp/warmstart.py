@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from simcalib.errors import ConfigError
 from simcalib.metamodel.milp.localsearch import local_refine
 from simcalib.metamodel.milp.multistart import batched_multistart
 from simcalib.metamodel.milp.problem import OPProblem
+from simcalib.metamodel.milp.settings import WarmStartSettings
 from simcalib.study.space import Space
 
 
@@ -67,15 +67,14 @@ def multistart_lbfgs(problem: OPProblem, space: Space, starts: int, rng: np.rand
     return best_x, float(best_f)
 
 
-def _batched(problem: OPProblem, cfg: Mapping[str, Any], rng: np.random.Generator,
+def _batched(problem: OPProblem, cfg: WarmStartSettings, rng: np.random.Generator,
              seeds: list[np.ndarray]) -> tuple[np.ndarray, float]:
-    r = batched_multistart(problem, rng, starts=int(cfg["starts"]),
-                           iters=int(cfg.get("iters", 200)), polish=int(cfg.get("polish", 4)),
-                           maxiter=int(cfg.get("maxiter", 200)), seeds=seeds)
+    r = batched_multistart(problem, rng, starts=cfg.starts, iters=cfg.iters,
+                           polish=cfg.polish, maxiter=cfg.maxiter, seeds=seeds)
     return r.x, r.objective
 
 
-def warm_start(problem: OPProblem, space: Space, cfg: Mapping[str, Any] | None,
+def warm_start(problem: OPProblem, space: Space, cfg: WarmStartSettings,
                rng: np.random.Generator, multistart: bool = True
                ) -> tuple[np.ndarray | None, float, dict[str, Any]]:
     """The warm-start pool: sampling, refinement of the best ``local`` distinct
@@ -84,16 +83,14 @@ def warm_start(problem: OPProblem, space: Space, cfg: Mapping[str, Any] | None,
     Returns (best x or None, objective, stats); ``None`` when disabled or when no
     feasible point could be drawn (the solver then starts cold).  The pool's best is
     also the floor of OP's answer (:func:`simcalib.metamodel.milp.optimize.optimize`)."""
-    cfg = dict(cfg or {})
-    if not cfg.get("enabled", True):
+    if not cfg.enabled:
         return None, np.inf, {"enabled": False}
     t0 = time.perf_counter()
-    n = int(cfg.get("samples", 20_000))
-    k = int(cfg.get("local", 5))
+    n, k = cfg.samples, cfg.local
     if n <= 0:  # no sampling asked (a solver that finds its own first incumbent)
         stats = {"enabled": True, "found": False, "samples": 0, "multistart_objective": None}
         best_x, best_f = None, np.inf
-        if multistart and int(cfg.get("starts", 0)) > 0:
+        if multistart and cfg.starts > 0:
             best_x, best_f = _batched(problem, cfg, rng, [])
             stats.update(found=bool(np.isfinite(best_f)), multistart_objective=best_f)
             if not np.isfinite(best_f):
@@ -106,7 +103,7 @@ def warm_start(problem: OPProblem, space: Space, cfg: Mapping[str, Any] | None,
         return None, np.inf, {"enabled": True, "found": False,
                               "seconds": time.perf_counter() - t0}
     sample_best = float(f[0])
-    distinct = float(cfg.get("distinct", 0.02))
+    distinct = cfg.distinct
     # refine the best distinct samples (skip near-duplicates in scaled inputs)
     span = np.where(problem.hi > problem.lo, problem.hi - problem.lo, 1.0)
     chosen: list[np.ndarray] = []
@@ -117,12 +114,12 @@ def warm_start(problem: OPProblem, space: Space, cfg: Mapping[str, Any] | None,
             break
     best_x, best_f = X[0], float(f[0])
     for x0 in chosen:
-        x, fx = local_refine(problem, x0, int(cfg.get("maxiter", 200)))
+        x, fx = local_refine(problem, x0, cfg.maxiter)
         if fx < best_f:
             best_x, best_f = x, fx
     stats: dict[str, Any] = {"enabled": True, "found": True, "sample_objective": sample_best,
                              "refined_objective": best_f, "multistart_objective": None}
-    if multistart and int(cfg.get("starts", 0)) > 0:
+    if multistart and cfg.starts > 0:
         xm, fm = _batched(problem, cfg, rng, [best_x])
         stats["multistart_objective"] = fm
         if fm < best_f:
