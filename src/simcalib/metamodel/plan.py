@@ -78,7 +78,7 @@ def check_calibration_jobs(config: Mapping[str, Any]) -> None:
     cap = int(config["max_cal_jobs"])
     for name, cfg in (config.get("studies") or {}).items():
         cal = cfg.get("calibration") or {}
-        if not cal.get("enabled", False):
+        if not cal.get("enabled"):  # a study without the section: schema-defaulted off
             continue
         counts = target_counts(cfg)
         size = int(cal["block_size"])
