@@ -32,6 +32,8 @@ OUTPUTS: dict[str, set[str]] = {
     "cal-anchors": {"--output"},
     "cal-run": {"--output", "--output-runs", "--output-block"},
     "cal-merge": {"--output", "--output-runs"},
+    "cal-step": {"--output-state", "--output-proposals"},
+    "cal-sim": {"--output"},
     "cal-score": {"--output"},
     "cal-posterior": {"--output-dir"},
     "cal-summary": {"--output", "--output-figure", "--output-figure-rs-op"},

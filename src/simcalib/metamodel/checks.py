@@ -35,6 +35,10 @@ def check_metamodel_config(config: Mapping[str, Any]) -> None:
         if not mcfg.get("enabled", False):
             continue
         key = f"studies.{name}"
+        if "design" not in cfg:
+            raise ConfigError(f"{key}.design", "the metamodel trains on the study's simulated "
+                              "design: add a 'design' section (e.g. {n: 256}), or remove "
+                              "the 'metamodel' section (sequential needs neither)")
         split = mcfg.get("split") or split_default
         total = sum(float(split.get(k, split_default[k])) for k in ("train", "val", "test"))
         if abs(total - 1.0) > 1e-6:
@@ -67,9 +71,7 @@ def check_calibration(config: Mapping[str, Any]) -> None:
         for r in settings.get("sweep") or []:
             check_settings("pts", int(settings["budget"]), float(r), settings,
                            f"{key}.sweep")
-        if not (cfg.get("metamodel") or {}).get("enabled", False):
-            raise ConfigError(key, "calibration needs the study's metamodel (add a "
-                              "'metamodel' section with enabled: true)")
+        _check_metamodel_need(cfg, settings, key)
         dropout = float((cfg.get("metamodel") or {}).get("dropout", 0.0) or 0.0)
         if int(settings.get("mc_samples", 0) or 0) > 0 and dropout <= 0.0:
             raise ConfigError(f"{key}.mc_samples", "MC-dropout samples need a metamodel "
@@ -99,6 +101,24 @@ def check_calibration(config: Mapping[str, Any]) -> None:
                     != list(cfg.get("contexts", {}) or {})):
                 raise ConfigError(f"{key}.noise_studies", f"study {other!r} must have the "
                                   f"same parameters and contexts as {name!r}")
+
+
+def _check_metamodel_need(cfg: Mapping[str, Any], settings: Mapping[str, Any],
+                          key: str) -> None:
+    """A metamodel where a strategy reads it; a design where sequential starts from it."""
+    from simcalib.metamodel.strategies.registry import get, needs_metamodel, run_strategies
+
+    has_mm = bool((cfg.get("metamodel") or {}).get("enabled", False))
+    if needs_metamodel(settings) and not has_mm:
+        need = sorted(s for s in run_strategies(settings)
+                      if get(s).needs_metamodel) or ["pts (the sweep)"]
+        raise ConfigError(key, f"strategies {need} need the study's metamodel (add "
+                          "'design' and 'metamodel' sections); only sequential runs "
+                          "without one")
+    if settings["sequential"]["use_design"] and "design" not in cfg and \
+            "sequential" in run_strategies(settings):
+        raise ConfigError(f"{key}.sequential.use_design", "is true, but the study has no "
+                          "'design' section to start from: add one or set use_design false")
 
 
 @semantic_check

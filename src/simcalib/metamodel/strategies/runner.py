@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +128,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
         "sim_seconds": round(p.sim_seconds, 4),
         "op_seconds": round(p.op_seconds, 4),
         "history": out.get("history", ""),
+        "delta_scale": p.scale_source,
     })
     if not truth:
         del rec["distance"], rec["anchor_distance"]
@@ -313,14 +314,17 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                     anchors: pd.DataFrame | None = None, source: str = "targets",
                     stream: str | None = None, threads: int = 1,
                     journal_dir: str | Path | None = None, block: tuple[int, int] = (0, 1),
-                    design: pd.DataFrame | None = None
+                    design: pd.DataFrame | None = None,
+                    joint: Callable[[list[TargetRun]], list[dict[str, Any]]] | None = None
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """:func:`calibrate` on block ``block = (i, n)`` of the targets (:func:`block_slice`
     of the whole table, read as a whole so per-table rules such as output weights are
     the same), as lists of record and run-log dicts for :func:`merge_blocks`.  Every
     seed depends on (study, strategy, target, run), never on the block, so the blocks
     of a job give the serial job's records; a joint strategy (one search for all
-    targets) must run as one block."""
+    targets) must run as one block.  ``joint``: replaces the strategy's joint search
+    (the last step of a search run as round jobs:
+    :mod:`~simcalib.metamodel.strategies.rounds`)."""
     check_compatible(study, mm)
     settings = merged_settings(settings)
     prox = float(settings["proximity"] if proximity is None else proximity)
@@ -330,9 +334,9 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
         raise ConfigError("--block", f"strategy {strategy!r} searches all targets at once "
                           "(joint): run it as one block")
     tlist = tlist[block_slice(len(tlist), *block)]
-    if not reads_design(strategy, settings):
-        design = None   # only a strategy told to (design_key) sees the design runs
-    elif design is None:
+    if get(strategy).design_key is None:
+        design = None   # only a strategy that can use them (design_key) sees design runs
+    elif reads_design(strategy, settings) and design is None:
         raise ConfigError(f"calibration.{get(strategy).design_key}",
                           f"is true, but strategy {strategy!r} was given no design runs "
                           "(cal-run --design results/<study>/dataset.csv; the workflow "
@@ -349,13 +353,11 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
     if spec.joint is not None:
         # one search for every target at once (runs shared): the strategy gets each
         # target's ledger and returns each target's outcome
-        eff, top, reps = budget_split(study, settings, int(settings["budget"]), spec)
-        ps = [_ledger(study, mm, t, strategy, eff - top * reps, prox, settings, solver, seed,
-                      optimize_fn, stream, threads, jpath(t.target_id), given=design)
-              for t in tlist if t.ok]
+        ps = joint_ledgers(study, mm, tlist, strategy, settings, solver, seed, prox,
+                           optimize_fn, stream, threads, jpath, design)
         if ps:
             prepared = {p.target.target_id: (p, o)
-                        for p, o in zip(ps, spec.joint(ps), strict=True)}
+                        for p, o in zip(ps, (joint or spec.joint)(ps), strict=True)}
     records, runs = [], []
     t_start = time.perf_counter()
     for k, t in enumerate(tlist, 1):
@@ -377,6 +379,21 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
         records.append(rec)
         runs.extend(rlog)
     return records, runs
+
+
+def joint_ledgers(study: Study, mm: Any, tlist: list[Target], strategy: str,
+                  settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
+                  prox: float, optimize_fn: OptimizeFn | None = None,
+                  stream: str | None = None, threads: int = 1,
+                  jpath: Callable[[int], Path | None] = lambda tid: None,
+                  design: pd.DataFrame | None = None) -> list[TargetRun]:
+    """The ledgers of a joint search's targets (those not failed), each with the
+    budget the search may spend (the selection by mean's runs kept aside): the same
+    for the one-job search and for every round job of it."""
+    eff, top, reps = budget_split(study, settings, int(settings["budget"]), get(strategy))
+    return [_ledger(study, mm, t, strategy, eff - top * reps, prox, settings, solver, seed,
+                    optimize_fn, stream, threads, jpath(t.target_id), given=design)
+            for t in tlist if t.ok]
 
 
 def _anchor_status(row: pd.Series) -> str:
