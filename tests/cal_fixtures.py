@@ -56,7 +56,7 @@ def warped_plane_study(fail: dict | None = None, noisy_sd: float | None = None) 
     opts: dict[str, Any] = {"function": f"tests.sim_fixtures:{fn}", "path": str(REPO),
                             "outputs": ["a", "b"]}
     if noisy_sd is not None:
-        opts["sd"] = noisy_sd
+        opts["options"] = {"sd": noisy_sd}
     sim: dict[str, Any] = {"type": "python", "options": opts}
     if fail is not None:
         sim["fail_region"] = fail

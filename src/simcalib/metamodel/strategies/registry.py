@@ -25,7 +25,8 @@ from typing import Any
 COMMON_KEYS: tuple[str, ...] = ("sampling", "mc_samples", "rescore", "select")
 
 #: Modules of this package that hold machinery, not strategies.
-_NOT_STRATEGIES = frozenset({"registry", "settings", "ledger", "runner", "summary", "score"})
+_NOT_STRATEGIES = frozenset({"registry", "settings", "ledger", "runner", "summary", "score",
+                             "search", "rounds", "scale", "api"})
 
 
 @dataclass(frozen=True)

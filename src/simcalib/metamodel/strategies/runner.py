@@ -64,7 +64,8 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     (simulated, not observed, targets).  ``prepared``: the target's run and outcome
     from a strategy that ran every target at once (:func:`calibrate`); only the
     selection by mean and the record are made here.  ``given``: design runs the
-    strategy may adopt (:attr:`TargetRun.given`)."""
+    strategy may adopt (:attr:`TargetRun.given`).  Stages: prepare the ledger,
+    dispatch to the strategy, collect the record and the run log."""
     settings = merged_settings(settings)
     check_settings(strategy, int(budget), float(proximity), settings)
     spec = get(strategy)
@@ -77,41 +78,57 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                     anchor_status=anchor_status)
     else:
         p = prepared[0]
-    names = study.space.tunable_names
-    rec: dict[str, Any] = {"target_id": target.target_id, "strategy": strategy,
-                           "budget": int(budget), "proximity": float(proximity)}
     t0 = time.perf_counter()
-    if not target.ok:
-        out = {"x": np.full(len(names), np.nan), "error": float("nan"),
-               "status": "target_failed", "anchor": np.full(len(names), np.nan),
-               "anchor_kind": ""}
-    else:
-        out = spec.fn(p) if prepared is None else prepared[1]
-        if top and out["status"] == "ok":
-            p.budget = eff_budget
-            out = select_by_mean(p, out, top, reps)
-        if p.used > eff_budget:  # pragma: no cover - guarded by TargetRun.simulate
-            raise BudgetExceeded(f"{strategy} used {p.used} > {eff_budget}")
+    out = _dispatch(p, spec, prepared, eff_budget, top, reps)
     # a precomputed anchor's solve time is charged to every strategy that uses it
     seconds = time.perf_counter() - t0 + (p.anchor_seconds if any(
         c["label"] == "anchor" for c in p.op_calls) else 0.0)
+    rec = {"target_id": target.target_id, "strategy": strategy, "budget": int(budget),
+           "proximity": float(proximity), **_outcome_columns(p, out, seconds)}
+    _extra_columns(rec, p, settings, np.asarray(out["x"], dtype=float))
+    _point_columns(rec, p, out)
+    runs = run_log(p, strategy, float(proximity))
+    p.close_journal()
+    return rec, runs
+
+
+def _dispatch(p: TargetRun, spec: Any, prepared: tuple[TargetRun, dict[str, Any]] | None,
+              eff_budget: int, top: int, reps: int) -> dict[str, Any]:
+    """The strategy's outcome for the target (its own, or a joint search's), with the
+    selection by mean where it applies."""
+    if not p.target.ok:
+        n = len(p.space.tunable_names)
+        return {"x": np.full(n, np.nan), "error": float("nan"), "status": "target_failed",
+                "anchor": np.full(n, np.nan), "anchor_kind": ""}
+    out = spec.fn(p) if prepared is None else prepared[1]
+    if top and out["status"] == "ok":
+        p.budget = eff_budget
+        out = select_by_mean(p, out, top, reps)
+    if p.used > eff_budget:  # pragma: no cover - guarded by TargetRun.simulate
+        raise BudgetExceeded(f"{p.strategy} used {p.used} > {eff_budget}")
+    return out
+
+
+def _unit_distance(p: TargetRun, x: np.ndarray) -> float | None:
+    """Distance to the true inputs (unit-scaled); None for an observed target."""
+    if p.target.x_true is None:
+        return None
+    if not np.isfinite(x).all():
+        return float("nan")
+    return float(np.linalg.norm(p.space.to_unit(x) - p.space.to_unit(p.target.x_true)))
+
+
+def _outcome_columns(p: TargetRun, out: Mapping[str, Any], seconds: float) -> dict[str, Any]:
+    """The record's outcome and trust columns (errors, runs, OP solves, timing)."""
     x = np.asarray(out["x"], dtype=float)
-    chosen = next((r for r in p.runs if np.array_equal(r["x"], x) and np.isfinite(r["error"])),
-                  None)
-    if chosen is None and out.get("y") is not None:
-        # a joint strategy's answer may be a run another target paid for
-        chosen = {"y": np.asarray(out["y"], dtype=float)}
     pred = p.predict(x[None, :])[0] if np.isfinite(x).all() else np.full(len(p.out_names),
                                                                          np.nan)
     anc = np.asarray(out["anchor"], dtype=float)
-    truth = target.x_true is not None
-    rec.update({
+    rec = {
         "status": out["status"],
         "error": float(out["error"]),
         "predicted_error": float(p.err(pred)[0]) if np.isfinite(pred).all() else float("nan"),
-        "distance": (float(np.linalg.norm(study.space.to_unit(x)
-                                          - study.space.to_unit(target.x_true)))
-                     if truth else None),
+        "distance": _unit_distance(p, x),
         "runs": p.used,
         "failed_runs": sum(r["status"] != "ok" for r in p.runs),
         "selection_runs": int(out.get("selection_runs", 1 if np.isfinite(out["error"]) else 0)),
@@ -121,47 +138,73 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
         "anchor_kind": out["anchor_kind"],
         "anchor_predicted_error": (float(p.predicted_error(anc[None, :])[0])
                                    if np.isfinite(anc).all() else float("nan")),
-        "anchor_distance": ((float(np.linalg.norm(study.space.to_unit(anc)
-                                                  - study.space.to_unit(target.x_true)))
-                             if np.isfinite(anc).all() else float("nan")) if truth else None),
+        "anchor_distance": _unit_distance(p, anc),
         "seconds": round(seconds, 4),
         "sim_seconds": round(p.sim_seconds, 4),
         "op_seconds": round(p.op_seconds, 4),
         "history": out.get("history", ""),
         "delta_scale": p.scale_source,
-    })
-    if not truth:
+    }
+    if p.target.x_true is None:
         del rec["distance"], rec["anchor_distance"]
+    if "stochastic" in out:   # what the search found out about the simulator's noise
+        rec["stochastic"] = out["stochastic"]
+    return rec
+
+
+def _extra_columns(rec: dict[str, Any], p: TargetRun, settings: Mapping[str, Any],
+                   x: np.ndarray) -> None:
+    """Re-scored error (fresh replicates) and the MC-dropout spread, when asked for."""
     k = int(settings.get("rescore", 0) or 0)
     if k > 0:
-        rec["rescored_error"] = rescore(study, mm, target, x, k, seed, p.scale, p.threads)
+        rec["rescored_error"] = rescore(p.study, p.mm, p.target, x, k, p.seed, p.scale,
+                                        p.threads)
     n_mc = int(settings.get("mc_samples", 0) or 0)
-    if n_mc > 0 and hasattr(mm, "predict_mc") and np.isfinite(x).all():
+    if n_mc > 0 and hasattr(p.mm, "predict_mc") and np.isfinite(x).all():
         # MC-dropout predictive spread at the chosen point (paper 1, Appendix F)
-        inp = p.frame(x[None, :])[list(mm.input_names)].to_numpy(dtype=float)
-        _, sd = mm.predict_mc(inp, n_mc, int_seed(seed, "mc", study.name, target.target_id))
+        inp = p.frame(x[None, :])[list(p.mm.input_names)].to_numpy(dtype=float)
+        _, sd = p.mm.predict_mc(inp, n_mc, int_seed(p.seed, "mc", p.study.name,
+                                                    p.target.target_id))
         rec["mc_sd"] = float((np.asarray(sd, dtype=float).reshape(-1) / p.scale).sum())
+
+
+def _point_columns(rec: dict[str, Any], p: TargetRun, out: Mapping[str, Any]) -> None:
+    """Contexts, the chosen, true and anchor inputs, and per output the target, the
+    simulated output at the answer and the metamodel's prediction there."""
+    target = p.target
+    x = np.asarray(out["x"], dtype=float)
+    anc = np.asarray(out["anchor"], dtype=float)
+    chosen = next((r for r in p.runs if np.array_equal(r["x"], x) and np.isfinite(r["error"])),
+                  None)
+    if chosen is None and out.get("y") is not None:
+        # a joint strategy's answer may be a run another target paid for
+        chosen = {"y": np.asarray(out["y"], dtype=float)}
+    pred = p.predict(x[None, :])[0] if np.isfinite(x).all() else np.full(len(p.out_names),
+                                                                         np.nan)
     for c, v in target.context.items():
         rec[c] = v
-    for j, n in enumerate(names):
+    for j, n in enumerate(p.space.tunable_names):
         rec[f"x_{n}"] = float(x[j])
-        if truth:
+        if target.x_true is not None:
             rec[f"true_{n}"] = float(target.x_true[j])
         rec[f"anchor_{n}"] = float(anc[j])
     for j, n in enumerate(p.out_names):
         rec[f"target_{n}"] = float(target.z[j])
         rec[f"sim_{n}"] = float(chosen["y"][j]) if chosen is not None else float("nan")
         rec[f"pred_{n}"] = float(pred[j])
+
+
+def run_log(p: TargetRun, strategy: str, proximity: float) -> list[dict[str, Any]]:
+    """The target's run log rows: every run, failed or not."""
     runs = []
     for r in p.runs:
-        row = {"target_id": target.target_id, "strategy": strategy,
-               "proximity": float(proximity), "run_id": r["run_id"], "phase": r["phase"],
+        row = {"target_id": p.target.target_id, "strategy": strategy,
+               "proximity": proximity, "run_id": r["run_id"], "phase": r["phase"],
                "status": r["status"], "message": r["message"], "error": r["error"]}
-        row.update({n: float(v) for n, v in zip(names, r["x"], strict=True)})
+        row.update({n: float(v) for n, v in zip(p.space.tunable_names, r["x"], strict=True)})
         row.update({n: float(v) for n, v in zip(p.out_names, r["y"], strict=True)})
         runs.append(row)
-    p.close_journal()
-    return rec, runs
+    return runs
 
 
 def _ledger(study: Study, mm: Any, target: Target, strategy: str, budget: int,
@@ -341,11 +384,7 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                           f"is true, but strategy {strategy!r} was given no design runs "
                           "(cal-run --design results/<study>/dataset.csv; the workflow "
                           "passes it)")
-    anchor_of = _anchor_map(anchors, study) if anchors is not None else {}
-    anchor_sec = ({int(r["target_id"]): float(r["seconds"]) for _, r in anchors.iterrows()}
-                  if anchors is not None and "seconds" in anchors else {})
-    anchor_st = ({int(r["target_id"]): _anchor_status(r) for _, r in anchors.iterrows()}
-                 if anchors is not None and "status" in anchors else {})
+    anchor_of, anchor_sec, anchor_st = _anchor_info(anchors, study)
     spec = get(strategy)
     jpath = (lambda tid: Path(journal_dir) / f"{strategy}_{tid}.jsonl") \
         if journal_dir is not None else (lambda tid: None)
@@ -394,6 +433,18 @@ def joint_ledgers(study: Study, mm: Any, tlist: list[Target], strategy: str,
     return [_ledger(study, mm, t, strategy, eff - top * reps, prox, settings, solver, seed,
                     optimize_fn, stream, threads, jpath(t.target_id), given=design)
             for t in tlist if t.ok]
+
+
+def _anchor_info(anchors: pd.DataFrame | None, study: Study
+                 ) -> tuple[dict[int, np.ndarray], dict[int, float], dict[int, str]]:
+    """Per target: its precomputed anchor, that solve's seconds and its status."""
+    if anchors is None:
+        return {}, {}, {}
+    sec = ({int(r["target_id"]): float(r["seconds"]) for _, r in anchors.iterrows()}
+           if "seconds" in anchors else {})
+    st = ({int(r["target_id"]): _anchor_status(r) for _, r in anchors.iterrows()}
+          if "status" in anchors else {})
+    return _anchor_map(anchors, study), sec, st
 
 
 def _anchor_status(row: pd.Series) -> str:

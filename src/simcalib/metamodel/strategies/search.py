@@ -90,6 +90,11 @@ class Search:
                                              p.target.target_id) for p in ps}
         self.traj: list[dict[int, str]] = []
         self.fm_info: dict[str, Any] | None = None
+        #: (target id, run index, run index) of the start's repeated point, when the
+        #: config does not say whether the simulator is stochastic
+        self.repeat: tuple[int, int, int] | None = None
+        #: what the repeat showed: {"stochastic": bool, "evidence": str}, else None
+        self.noise: dict[str, Any] | None = None
         self._t0 = time.perf_counter()
         self._used0 = 0
 
@@ -118,9 +123,44 @@ class Search:
             X = start[first.space.tunable_names].to_numpy(dtype=float)
             for j, q in enumerate(grp):
                 mine = X[j::len(grp)][: q.left]
+                if len(mine) >= 2 and self.repeat is None and self._undeclared():
+                    # the start's last point repeats its first (a fresh seed: its run
+                    # id): different outputs show a stochastic simulator
+                    mine = np.vstack([mine[:-1], mine[:1]])
+                    self.repeat = (q.target.target_id, q.used, q.used + len(mine) - 1)
                 if len(mine):
                     out[q.target.target_id] = (mine, "sobol")
         return out
+
+    def _undeclared(self) -> bool:
+        """Whether the config leaves open if the simulator is stochastic (neither
+        ``noise.stochastic`` nor a built-in's options say)."""
+        from simcalib.study.noise import known_stochastic
+
+        return known_stochastic(self.p0.study.cfg) is None
+
+    def _detect_noise(self) -> None:
+        """Compare the start's repeated point's two runs (module doc of
+        :mod:`simcalib.study.noise`): logged, and recorded in each target's record."""
+        if self.repeat is None:
+            return
+        tid, i, j = self.repeat
+        p = next(q for q in self.ps if q.target.target_id == tid)
+        a, b = p.runs[i], p.runs[j]
+        if not (usable(a) and usable(b)):
+            self.noise = {"stochastic": None, "evidence": "the start's repeated point "
+                          "failed: stochastic unknown (taken as deterministic)"}
+        else:
+            diff = np.abs(np.asarray(a["y"]) - np.asarray(b["y"]))
+            sto = bool((diff > 0).any())
+            pairs = ", ".join(f"{o} {ya:.6g} vs {yb:.6g}" for o, ya, yb in
+                              zip(self.p0.out_names, a["y"], b["y"], strict=True))
+            self.noise = {"stochastic": sto, "evidence":
+                          f"detected {'stochastic' if sto else 'deterministic'}: runs "
+                          f"{a['run_id']} and {b['run_id']} of target {tid} at the same "
+                          f"inputs, different seeds: {pairs}"}
+        log.info("%s sequential: the simulator is %s", self.p0.study.name,
+                 self.noise["evidence"])
 
     # ---- after each round's runs are in ----------------------------------------
     def after_round(self) -> None:
@@ -128,6 +168,7 @@ class Search:
         metamodel), each target's best, the trajectory point and the log line."""
         if not self.traj:
             self._settle_scale()
+            self._detect_noise()
             self._t0, self._used0 = time.perf_counter(), self.pool.used
         best = {p.target.target_id: self.pool.best(p) for p in self.ps}
         self.traj.append({tid: f"{self.pool.used}:{b['error']:.4g}" if b else
@@ -258,6 +299,7 @@ class Search:
             "round": self.round, "started": self.started, "made": dict(self.made),
             "rngs": {t: r.bit_generator.state for t, r in self.rngs.items()},
             "traj": list(self.traj), "fm_info": self.fm_info,
+            "repeat": self.repeat, "noise": self.noise,
             "ens": self.ens.state() if self.ens is not None else None,
             "scale": (np.asarray(self.p0.mm.y_std).copy(), getattr(self.p0.mm, "source", None)),
             "targets": {p.target.target_id: {
@@ -275,6 +317,7 @@ class Search:
         for t, s in st["rngs"].items():
             self.rngs[t].bit_generator.state = s
         self.traj, self.fm_info = list(st["traj"]), st["fm_info"]
+        self.repeat, self.noise = st["repeat"], st["noise"]
         self.ens = Ensemble.from_state(st["ens"]) if st["ens"] is not None else None
         y_std, source = st["scale"]
         mm = self.p0.mm

@@ -81,10 +81,10 @@ def check_sequential(settings: Mapping[str, Any], key: str) -> None:
         raise ConfigError(f"{key}.sequential.local_share", "must lie in [0, 1]")
     if not 0.0 < float(s["radius"]) <= 1.0:
         raise ConfigError(f"{key}.sequential.radius", "must lie in (0, 1]")
-    if s.get("final", "auto") not in FINAL_RULES:
+    if s["final"] not in FINAL_RULES:
         raise ConfigError(f"{key}.sequential.final", f"must be one of {FINAL_RULES}, got "
-                          f"{s.get('final')!r}")
-    if int(s.get("final_top", 8)) < 1:
+                          f"{s['final']!r}")
+    if int(s["final_top"]) < 1:
         raise ConfigError(f"{key}.sequential.final_top", "must be >= 1")
     from simcalib.metamodel.milp.optimize import solver_settings
 
@@ -99,14 +99,16 @@ def check_sequential(settings: Mapping[str, Any], key: str) -> None:
 FINAL_RULES = ("auto", "best_run", "ensemble")
 
 
-def final_rule(p: TargetRun, s: Mapping[str, Any]) -> str:
+def final_rule(p: TargetRun, s: Mapping[str, Any], detected: bool | None = None) -> str:
     """``best_run`` or ``ensemble``: ``auto`` is ``ensemble`` for a simulator known to
-    be stochastic (its best single run is partly noise), else ``best_run``."""
+    be stochastic (its best single run is partly noise), else ``best_run``.
+    ``detected``: what the start's repeated point showed, where the config is silent."""
     from simcalib.study.noise import known_stochastic
 
-    rule = str(s.get("final", "auto"))
+    rule = str(s["final"])
     if rule == "auto":
-        return "ensemble" if known_stochastic(p.study.cfg) else "best_run"
+        known = known_stochastic(p.study.cfg)
+        return "ensemble" if (known if known is not None else detected) else "best_run"
     return rule
 
 
@@ -165,7 +167,7 @@ def outcomes(search: Search) -> list[dict[str, Any]]:
     context, or for ``final: ensemble`` the ensemble's pick (:func:`final_pick`)."""
     ps, s, pool = search.ps, search.s, search.pool
     d = len(ps[0].space.tunable_names)
-    rule = final_rule(ps[0], s)
+    rule = final_rule(ps[0], s, (search.noise or {}).get("stochastic"))
     ens = search.finish(refit=rule == "ensemble")
     outs = []
     for p in ps:
@@ -173,7 +175,7 @@ def outcomes(search: Search) -> list[dict[str, Any]]:
         best = pool.best(p)
         note = ""
         if rule == "ensemble" and ens is not None and best is not None:
-            pick, cands = final_pick(p, pool.runs(p), ens, int(s.get("final_top", 8)))
+            pick, cands = final_pick(p, pool.runs(p), ens, int(s["final_top"]))
             if pick is not None:
                 chosen = next(c for c in cands if c["best"] is pick)
                 note = (f" | final pick by the ensemble mean among the {len(cands)} best "
@@ -191,6 +193,8 @@ def outcomes(search: Search) -> list[dict[str, Any]]:
         if best is not None:
             out.update({"x": best["x"], "error": best["error"], "status": "ok",
                         "y": best["y"]})
+        if search.noise is not None:
+            out["stochastic"] = search.noise["evidence"]
         outs.append(out)
     return outs
 
