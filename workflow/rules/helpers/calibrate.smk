@@ -52,6 +52,11 @@ def cal_params(wildcards):
     sub = job_settings(wildcards.strategy, cfg["calibration"])
     if caldir_proximity(wildcards.caldir) is not None:
         sub.pop("proximity", None)
+    if "sequential" in sub:
+        # how the search is cut into jobs never changes its runs: not a reason to rerun
+        sub["sequential"] = {
+            k: v for k, v in sub["sequential"].items() if k not in ("jobs", "chunk_size")
+        }
     out = {k: cfg[k] for k in (*CAL_STUDY_KEYS, *spec.study_keys) if k in cfg}
     # a declared stochastic simulator turns on choosing by mean (select.top: auto)
     out["noise"] = {"stochastic": (cfg.get("noise") or {}).get("stochastic", "auto")}

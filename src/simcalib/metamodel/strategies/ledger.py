@@ -159,6 +159,9 @@ class TargetRun:
     #: runs made before this job that a strategy may adopt (the study's simulated
     #: design: inputs, outputs, status; ``sequential.use_design``), else None
     given: pd.DataFrame | None = None
+    #: runs kept aside beyond ``budget`` for the selection by mean (phase ``select``
+    #: may spend them; the strategy sees only ``budget``), so no budget changes in place
+    reserve: int = 0
     #: runs per journaled group (:meth:`_simulate_rows`); 0 until the first group
     _group: int = field(default=0, init=False, repr=False)
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -271,8 +274,9 @@ class TargetRun:
         X = np.atleast_2d(np.asarray(X, dtype=float))
         if len(X) == 0:
             return np.zeros(0)
-        if len(X) > self.left:
-            raise BudgetExceeded(f"{self.strategy}: {len(X)} runs asked, {self.left} left")
+        room = self.left + (self.reserve if phase == "select" else 0)
+        if len(X) > room:
+            raise BudgetExceeded(f"{self.strategy}: {len(X)} runs asked, {room} left")
         rows = self.frame(X)
         rows.insert(0, "run_id", np.arange(self.used, self.used + len(X), dtype=np.int64))
         t0 = time.perf_counter()

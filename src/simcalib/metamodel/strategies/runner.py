@@ -54,7 +54,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                      anchor_seconds: float = 0.0, anchor_status: str = "precomputed",
                      threads: int = 1, journal: Path | None = None,
                      prepared: tuple[TargetRun, dict[str, Any]] | None = None,
-                     given: pd.DataFrame | None = None
+                     given: pd.DataFrame | None = None, checked: bool = False
                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run one strategy on one target (``threads``: simulator runs of one batch run in
     parallel, for simulators that allow it; results do not depend on it; ``journal``:
@@ -64,10 +64,13 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     (simulated, not observed, targets).  ``prepared``: the target's run and outcome
     from a strategy that ran every target at once (:func:`calibrate`); only the
     selection by mean and the record are made here.  ``given``: design runs the
-    strategy may adopt (:attr:`TargetRun.given`).  Stages: prepare the ledger,
-    dispatch to the strategy, collect the record and the run log."""
-    settings = merged_settings(settings)
-    check_settings(strategy, int(budget), float(proximity), settings)
+    strategy may adopt (:attr:`TargetRun.given`).  ``checked``: ``settings`` are merged
+    and checked already (:func:`calibrate_block` validates once per job, not once per
+    target).  Stages: prepare the ledger, dispatch to the strategy, collect the record
+    and the run log."""
+    if not checked:
+        settings = merged_settings(settings)
+        check_settings(strategy, int(budget), float(proximity), settings)
     spec = get(strategy)
     eff_budget, top, reps = budget_split(study, settings, int(budget), spec)
     if prepared is None:
@@ -75,7 +78,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                     settings, solver, seed, optimize_fn, stream, threads, journal,
                     given=given, anchor=anchor,
                     anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
-                    anchor_status=anchor_status)
+                    anchor_status=anchor_status, reserve=top * reps)
     else:
         p = prepared[0]
     t0 = time.perf_counter()
@@ -102,8 +105,7 @@ def _dispatch(p: TargetRun, spec: Any, prepared: tuple[TargetRun, dict[str, Any]
                 "anchor": np.full(n, np.nan), "anchor_kind": ""}
     out = spec.fn(p) if prepared is None else prepared[1]
     if top and out["status"] == "ok":
-        p.budget = eff_budget
-        out = select_by_mean(p, out, top, reps)
+        out = select_by_mean(p, out, top, reps)   # spends the ledger's reserve
     if p.used > eff_budget:  # pragma: no cover - guarded by TargetRun.simulate
         raise BudgetExceeded(f"{p.strategy} used {p.used} > {eff_budget}")
     return out
@@ -406,7 +408,8 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                                      anchor_seconds=anchor_sec.get(t.target_id, 0.0),
                                      anchor_status=anchor_st.get(t.target_id, "precomputed"),
                                      threads=threads, journal=jpath(t.target_id),
-                                     prepared=prepared.get(t.target_id), given=design)
+                                     prepared=prepared.get(t.target_id), given=design,
+                                     checked=True)
         log.info("%s %s target %d/%d (id %d): error %.4g (predicted %.4g), %d runs, "
                  "%.2f s; %s", study.name, strategy, k, len(tlist), t.target_id, rec["error"],
                  rec["predicted_error"], rec["runs"], rec["seconds"],
@@ -431,7 +434,8 @@ def joint_ledgers(study: Study, mm: Any, tlist: list[Target], strategy: str,
     for the one-job search and for every round job of it."""
     eff, top, reps = budget_split(study, settings, int(settings["budget"]), get(strategy))
     return [_ledger(study, mm, t, strategy, eff - top * reps, prox, settings, solver, seed,
-                    optimize_fn, stream, threads, jpath(t.target_id), given=design)
+                    optimize_fn, stream, threads, jpath(t.target_id), given=design,
+                    reserve=top * reps)
             for t in tlist if t.ok]
 
 
