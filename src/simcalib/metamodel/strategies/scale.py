@@ -54,7 +54,12 @@ class RunScale:
         output's sd over them (1 where it is zero or undefined)."""
         Y = np.atleast_2d(np.asarray(Y, dtype=float))
         Y = Y[np.isfinite(Y).all(axis=1)] if len(Y) else Y
-        sd = Y.std(axis=0) if len(Y) >= 2 else np.ones(len(self.output_names))
+        if len(Y) < 2:
+            self.y_std = np.ones(len(self.output_names))
+            self.source = (f"1 (only {len(Y)} successful start run(s): give the targets "
+                           "sd_<output> columns for a meaningful scale)")
+            return
+        sd = Y.std(axis=0)
         self.y_std = np.where(np.isfinite(sd) & (sd > 0), sd, 1.0)
         self.source = f"sd of the {len(Y)} successful start runs"
 
