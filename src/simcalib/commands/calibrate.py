@@ -401,8 +401,10 @@ def _report_records(study: str, strategy: str, rec: pd.DataFrame, seconds: float
               "unknown; the error is the re-simulated misfit to the observations")
     unproven = int(rec["op_unproven"].sum()) if "op_unproven" in rec else 0
     if unproven:
-        log.warning("%s %s: %d OP solve(s) not proven optimal (time limit, solver error or "
-                    "fallback)", study, strategy, unproven)
+        what = ("proposal MILP(s) stopped unproven (node or time limit; the answer is a "
+                "simulated run)" if strategy == "sequential" else
+                "OP solve(s) not proven optimal (time limit, solver error or fallback)")
+        log.warning("%s %s: %d %s", study, strategy, unproven, what)
 
 
 def _settings(study) -> dict:

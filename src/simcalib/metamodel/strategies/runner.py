@@ -414,13 +414,25 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                  "%.2f s; %s", study.name, strategy, k, len(tlist), t.target_id, rec["error"],
                  rec["predicted_error"], rec["runs"], rec["seconds"],
                  eta(time.perf_counter() - t_start, k, len(tlist)))
-        if rec["op_unproven"]:
-            log.warning("%s %s target %d: %d OP solve(s) not proven optimal (time limit or "
-                        "fallback); the OP point may not be the metamodel's optimum",
-                        study.name, strategy, t.target_id, rec["op_unproven"])
+        _warn_unproven(study.name, strategy, t.target_id, rec["op_unproven"],
+                       spec.joint is not None)
         records.append(rec)
         runs.extend(rlog)
     return records, runs
+
+
+def _warn_unproven(study: str, strategy: str, tid: int, n: int, proposals: bool) -> None:
+    """The log's word on a target's unproven solves (the record's ``op_unproven``)."""
+    if not n:
+        return
+    if proposals:   # sequential's solves only propose runs; its answer is a run
+        log.warning("%s %s target %d: %d proposal MILP(s) stopped unproven (node or time "
+                    "limit): those proposals were the solver's incumbents; the answer is "
+                    "still a simulated run", study, strategy, tid, n)
+        return
+    log.warning("%s %s target %d: %d OP solve(s) not proven optimal (time limit or "
+                "fallback); the OP point may not be the metamodel's optimum",
+                study, strategy, tid, n)
 
 
 def joint_ledgers(study: Study, mm: Any, tlist: list[Target], strategy: str,
