@@ -175,7 +175,7 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
             for K in ks:
                 for sub in jobs(K):
                     rounds = RoundCPU()
-                    seq_log = logging.getLogger("simcalib.metamodel.strategies.search")
+                    seq_log = logging.getLogger("simcalib.metamodel.strategies.sequential")
                     # its round lines reach only this handler (the console stays quiet)
                     saved = seq_log.level, seq_log.propagate
                     seq_log.setLevel(logging.INFO)

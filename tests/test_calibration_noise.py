@@ -24,7 +24,7 @@ def _targets() -> pd.DataFrame:
 
 
 def _run(study: Study, caplog) -> tuple[pd.Series, pd.DataFrame]:
-    with caplog.at_level(logging.INFO, logger="simcalib.metamodel.strategies.search"):
+    with caplog.at_level(logging.INFO, logger="simcalib.metamodel.strategies.sequential"):
         rec, runs = calibrate(study, RunScale(["x", "y"], ["a", "b"]), _targets(),
                               "sequential", CAL, {"backend": "highs"}, SEED)
     return rec.iloc[0], runs

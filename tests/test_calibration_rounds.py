@@ -126,7 +126,7 @@ def test_design_failures_train_the_classifier_without_use_design(caplog) -> None
     assert n_failed >= 5
     cal = {"budget": 9, **SMALL}
     pattern = re.compile(r"failure classifier on \((\d+) failed runs\)")
-    with caplog.at_level(logging.INFO, logger="simcalib.metamodel.strategies.search"):
+    with caplog.at_level(logging.INFO, logger="simcalib.metamodel.strategies.sequential"):
         _, runs = calibrate(study, _scale(), _targets(1), "sequential", cal, SOLVER, SEED,
                             design=design)
     counts = [int(m) for m in pattern.findall(caplog.text)]
