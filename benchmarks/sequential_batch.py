@@ -143,15 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
     ap.add_argument("--studies", nargs="+", default=["epidemic_mean", "rosenbrock"])
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=None, help="default 3 (--quick: 1)")
     ap.add_argument("--seed-offset", type=int, default=10)
-    ap.add_argument("--targets", type=int, default=5)
+    ap.add_argument("--targets", type=int, default=None, help="default 5 (--quick: 2)")
     ap.add_argument("--batches", type=int, nargs="+", default=[4, 16, 32])
     ap.add_argument("--total", type=int, default=128)
     ap.add_argument("--quick", action="store_true", help="1 seed x 2 targets")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.seeds, args.targets = 1, 2
+    args.seeds = args.seeds or (1 if args.quick else 3)
+    args.targets = args.targets or (2 if args.quick else 5)
     cfg = load_config(args.config)
     OUT.mkdir(parents=True, exist_ok=True)
     seeds = [args.seed_offset + k for k in range(args.seeds)]
