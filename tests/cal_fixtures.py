@@ -39,3 +39,28 @@ def rosen_calibration(d: Path, cfg: dict[str, Any], seed: int, budget: int) -> l
     return ["--study", "rosen", "--params", f"@{d / 'params.json'}", "--seed", str(seed),
             "--solver", json.dumps(SOLVER), "--metamodel", str(d / "mm"),
             "--targets", str(d / "targets.csv")]
+
+
+#: a tiny ensemble and node-limited proposals: sequential's tests run in seconds
+SEQ_SMALL = {"sequential": {"ensemble": {"members": 3, "hidden": [8, 8], "epochs": 300,
+                                         "warm_epochs": 100, "patience": 50},
+                            "solver": {"options": {"mip_max_nodes": 200}}}}
+
+
+def warped_plane_study(fail: dict | None = None, noisy_sd: float | None = None) -> Study:
+    """The warped plane (tests/sim_fixtures.py) as a Python-function study on [0, 1]^2,
+    optionally failing in the box ``fail`` or with Gaussian noise of sd ``noisy_sd``."""
+    from tests.conftest import REPO
+
+    fn = "warped_plane" if noisy_sd is None else "noisy_warped_plane"
+    opts: dict[str, Any] = {"function": f"tests.sim_fixtures:{fn}", "path": str(REPO),
+                            "outputs": ["a", "b"]}
+    if noisy_sd is not None:
+        opts["options"] = {"sd": noisy_sd}
+    sim: dict[str, Any] = {"type": "python", "options": opts}
+    if fail is not None:
+        sim["fail_region"] = fail
+    return Study("wp", {"simulator": sim, "outputs": ["a", "b"],
+                        "parameters": {"x": {"lower": 0.0, "upper": 1.0},
+                                       "y": {"lower": 0.0, "upper": 1.0}},
+                        "constraints": []})

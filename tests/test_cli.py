@@ -33,6 +33,8 @@ OUTPUTS: dict[str, set[str]] = {
     "cal-anchors": {"--output"},
     "cal-run": {"--output", "--output-runs", "--output-block"},
     "cal-merge": {"--output", "--output-runs"},
+    "cal-step": {"--output-state", "--output-proposals"},
+    "cal-sim": {"--output"},
     "cal-score": {"--output"},
     "cal-posterior": {"--output-dir"},
     "cal-seq-posterior": {"--output-dir"},

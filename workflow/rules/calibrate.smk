@@ -22,6 +22,7 @@ wildcard_constraints:
     caldir=r"calibration(/targets_[A-Za-z0-9_]+|/sweep/R[0-9][0-9.e+-]*)?",
     which="[A-Za-z0-9_]+",
     block="[0-9]+",
+    step="[0-9]+",
 
 
 localrules:
@@ -85,17 +86,111 @@ rule cal_run:
         solver=cal_solver,
         extra=cal_extra_args,
         seed=config["seed"],
+        mm=mm_arg,
     shell:
         "python -m simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
-        "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
+        "{params.mm} --targets {input.targets} "
         "{params.extra} --threads {threads} "
         "--output {output.records} --output-runs {output.runs} > {log} 2>&1"
 
 
 # a strategy in blocks: cal_run_block per block, joined by cal_merge (cal_run, when
-# its inputs exist, i.e. for one block, is preferred)
-ruleorder: cal_run > cal_merge
+# its inputs exist, i.e. for one block, is preferred); sequential as round jobs:
+# cal_seq_step per round, cal_seq_sim per chunk of its runs, then cal_seq_final
+ruleorder: cal_run > cal_seq_final > cal_merge
+
+
+# one step of sequential's search (step 0: the start; then the ensemble fit and one
+# round's proposal MILPs), reading the previous step's state and runs
+rule cal_seq_step:
+    input:
+        unpack(seq_step_inputs),
+    output:
+        state="results/{study}/{caldir}/rounds/sequential/step_{step}.pkl",
+        props="results/{study}/{caldir}/rounds/sequential/props_{step}.pkl",
+    log:
+        "results/logs/{study}/{caldir}/cal_seq_step_{step}.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/{caldir}/cal_seq_step_{step}.tsv"
+    priority: PRIORITY["calibrate"]
+    conda:
+        "../../envs/simcalib.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    params:
+        cfg=seq_params,
+        solver=cal_solver,
+        extra=seq_extra_args,
+        seed=config["seed"],
+        mm=mm_arg,
+        state=lambda w, input: seq_state_args(w, input),
+    shell:
+        "python -m simcalib cal-step --study {wildcards.study} --params {params.cfg:q} "
+        "--solver {params.solver:q} --seed {params.seed} {params.mm} "
+        "--targets {input.targets} {params.extra} --step {wildcards.step} {params.state} "
+        "--output-state {output.state} --output-proposals {output.props} > {log} 2>&1"
+
+
+# chunk_size of one step's proposals, simulated (journaled run by run)
+rule cal_seq_sim:
+    input:
+        "results/{study}/{caldir}/rounds/sequential/props_{step}.pkl",
+    output:
+        "results/{study}/{caldir}/rounds/sequential/sim_{step}_{chunk}.pkl",
+    log:
+        "results/logs/{study}/{caldir}/cal_seq_sim_{step}_{chunk}.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/{caldir}/cal_seq_sim_{step}_{chunk}.tsv"
+    priority: PRIORITY["simulate"]
+    conda:
+        "../../envs/simcalib.yaml"
+    threads: lambda w: cal_threads(_seq_wc(w))
+    resources:
+        mem_mb=2000,
+        runtime=240,
+    params:
+        cfg=cal_study_only,
+        seed=config["seed"],
+        size=lambda w: config["studies"][w.study]["calibration"]["sequential"]["chunk_size"],
+    shell:
+        "python -m simcalib cal-sim --study {wildcards.study} --params {params.cfg:q} "
+        "--seed {params.seed} --proposals {input} --chunk {wildcards.chunk} "
+        "--chunk-size {params.size} --threads {threads} --output {output} > {log} 2>&1"
+
+
+# the search's end: the last runs entered, the answer and the records (cal-run's code)
+rule cal_seq_final:
+    input:
+        unpack(seq_final_inputs),
+    output:
+        records="results/{study}/{caldir}/sequential.csv",
+        runs="results/{study}/{caldir}/runs/sequential.csv",
+    log:
+        "results/logs/{study}/{caldir}/cal_run_sequential.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/{caldir}/cal_run_sequential.tsv"
+    priority: PRIORITY["calibrate"]
+    conda:
+        "../../envs/simcalib.yaml"
+    threads: lambda w: cal_threads(_seq_wc(w))
+    resources:
+        mem_mb=4000,
+        runtime=240,
+    params:
+        cfg=seq_params,
+        solver=cal_solver,
+        extra=seq_extra_args,
+        seed=config["seed"],
+        mm=mm_arg,
+        state=lambda w, input: seq_state_args(w, input, "--round-state", "--round-sims"),
+    shell:
+        "python -m simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
+        "--solver {params.solver:q} --seed {params.seed} --strategy sequential {params.mm} "
+        "--targets {input.targets} {params.extra} --threads {threads} {params.state} "
+        "--output {output.records} --output-runs {output.runs} > {log} 2>&1"
 
 
 rule cal_run_block:
@@ -119,11 +214,12 @@ rule cal_run_block:
         solver=cal_solver,
         extra=cal_extra_args,
         seed=config["seed"],
+        mm=mm_arg,
         block=cal_block_arg,
     shell:
         "python -m simcalib cal-run --study {wildcards.study} --params {params.cfg:q} "
         "--solver {params.solver:q} --seed {params.seed} --strategy {wildcards.strategy} "
-        "--metamodel results/{wildcards.study}/metamodel --targets {input.targets} "
+        "{params.mm} --targets {input.targets} "
         "{params.extra} --threads {threads} --block {params.block} "
         "--output-block {output} > {log} 2>&1"
 
@@ -192,8 +288,8 @@ rule cal_posterior:
 
 rule cal_summary:
     input:
+        unpack(lambda w: {k: v for k, v in mm_files(w.study).items() if k == "meta"}),
         records=lambda w: [f"results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)],
-        meta=MM_FILES["meta"],
         targets="results/{study}/targets.csv",
     output:
         summary=figure(
@@ -215,10 +311,11 @@ rule cal_summary:
         pairs=lambda w: " ".join(
             f"{s}=results/{w.study}/calibration/{s}.csv" for s in cal_strategies(w)
         ),
+        meta=lambda w, input: f"--metamodel-info {input.meta}" if hasattr(input, "meta") else "",
     shell:
         "python -m simcalib cal-summary --records {params.pairs} --output {output.summary} "
         "--output-figure {output.figure} --title '{wildcards.study}' "
-        "--metamodel-info {input.meta} --targets {input.targets} > {log} 2>&1"
+        "{params.meta} --targets {input.targets} > {log} 2>&1"
 
 
 rule cal_rs_vs_op:

@@ -47,7 +47,7 @@ rule sim_run:
     priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
-    threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
+    threads: lambda wildcards: design_threads(wildcards.study)
     resources:
         mem_mb=2000,
         runtime=120,
@@ -100,7 +100,7 @@ rule sim_noise:
     priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
-    threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
+    threads: lambda wildcards: design_threads(wildcards.study)
     resources:
         mem_mb=2000,
         runtime=60,
@@ -129,7 +129,7 @@ rule sim_targets:
     priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
-    threads: lambda wildcards: config["studies"][wildcards.study]["design"]["threads"]
+    threads: lambda wildcards: design_threads(wildcards.study)
     resources:
         mem_mb=2000,
         runtime=60,
@@ -144,5 +144,6 @@ rule sim_targets:
 
 
 for _s in STUDIES:
-    ALL_TARGETS += [f"results/{_s}/dataset.csv", f"results/{_s}/targets.csv"]
+    ALL_TARGETS += [f"results/{_s}/dataset.csv"] if has_design(_s) else []
+    ALL_TARGETS += [f"results/{_s}/targets.csv"]
     ALL_TARGETS += [f"results/{_s}/targets_{w}.csv" for w in config["studies"][_s]["extra_targets"]]

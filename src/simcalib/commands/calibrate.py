@@ -53,8 +53,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solver", default="{}",
                    help="solver option set as JSON (or @FILE); with --config the "
                    "calibration.solver / optimize.solver set is used when this is omitted")
-    p.add_argument("--metamodel", required=True,
-                   help="metamodel directory (model.pt + metamodel.json)")
+    p.add_argument("--metamodel",
+                   help="metamodel directory (model.pt + metamodel.json); cal-run of a "
+                   "strategy that reads no metamodel (sequential) may omit it: Delta's "
+                   "scale then comes from the targets' sd_ columns or the start runs")
     p.add_argument("--targets", required=True, help="targets CSV (targets.csv)")
 
 
@@ -98,6 +100,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block", help="I/N: run only block I (0-based) of N contiguous blocks "
                    "of the targets, for --output-block (cal-merge joins the blocks into the "
                    "records a run over every target has)")
+    p.add_argument("--round-state", dest="round_state",
+                   help="sequential run as round jobs: the last cal-step's state; the "
+                   "search ends here (its last runs from --round-sims) and the records "
+                   "are made as one job makes them")
+    p.add_argument("--round-sims", dest="round_sims", nargs="*", default=[],
+                   help="with --round-state: the last step's cal-sim results")
     p.add_argument("--output", help="per-target records CSV to write")
     p.add_argument("--output-runs", dest="runs",
                    help="run log CSV to write (every simulator run, failed or not)")
@@ -105,6 +113,39 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --block: the block's records and run log (a pickle for "
                    "cal-merge) to write")
     p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("cal-step", help="one step of sequential run as round jobs",
+                       description="Step 0 draws sequential's start; step S >= 1 enters "
+                       "step S-1's runs (--sims), fits the ensemble and solves the round's "
+                       "proposal MILPs.  Writes the search's state and the step's "
+                       "proposals, which cal-sim jobs run (docs/your_simulator.md).")
+    _add_common(p)
+    p.add_argument("--design", help="the study's simulated design (dataset.csv), as for "
+                   "cal-run")
+    p.add_argument("--step", type=int, required=True, help="the step (0: the start)")
+    p.add_argument("--state", help="step S-1's state (none for step 0)")
+    p.add_argument("--sims", nargs="*", default=[], help="step S-1's cal-sim results")
+    p.add_argument("--output-state", dest="output_state", required=True,
+                   help="the search's state after this step (a pickle) to write")
+    p.add_argument("--output-proposals", dest="output_proposals", required=True,
+                   help="the step's proposals (a pickle of rows for cal-sim) to write")
+    p.set_defaults(func=cmd_seq_step)
+
+    p = sub.add_parser("cal-sim", help="run one chunk of a sequential step's proposals",
+                       description="Simulate rows [C x N, (C+1) x N) of a cal-step's "
+                       "proposals, journaled run by run, with the seeds the one-job "
+                       "search uses.")
+    add_study_args(p)
+    p.add_argument("--proposals", required=True, help="cal-step's proposals file")
+    p.add_argument("--chunk", type=int, required=True, help="the chunk C (0-based)")
+    p.add_argument("--chunk-size", dest="chunk_size", type=int, required=True,
+                   help="runs per chunk N (calibration.sequential.chunk_size)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="parallel simulator runs (command simulators; results do not "
+                   "depend on it)")
+    p.add_argument("--output", required=True,
+                   help="the chunk's runs (a pickle for the next cal-step) to write")
+    p.set_defaults(func=cmd_seq_sim)
 
     p = sub.add_parser("cal-merge", help="join the target blocks of one strategy",
                        description="Join the blocks written by cal-run --block (in block "
@@ -214,11 +255,27 @@ def _load(args: argparse.Namespace):
     from simcalib.metamodel.strategies.ledger import check_compatible
 
     study = _study(args)
-    mm = load_metamodel(args.metamodel)
     one_torch_thread()
-    check_compatible(study, mm, str(Path(args.metamodel) / "metamodel.json"))
     targets = io.read_csv(args.targets, ["target_id"])
+    if args.metamodel is None:
+        return study, _no_metamodel(args, study), targets
+    mm = load_metamodel(args.metamodel)
+    check_compatible(study, mm, str(Path(args.metamodel) / "metamodel.json"))
     return study, mm, targets
+
+
+def _no_metamodel(args: argparse.Namespace, study):
+    """A study without a metamodel: only a strategy that reads none may run, with
+    Delta's scale from the targets' sd_ columns or its start runs (:class:`RunScale`)."""
+    from simcalib.metamodel.strategies.registry import get
+    from simcalib.metamodel.strategies.scale import RunScale
+
+    strategy = getattr(args, "strategy", None)
+    if strategy is None or get(strategy).needs_metamodel:
+        what = f"strategy {strategy!r}" if strategy else "this verb"
+        raise ConfigError("--metamodel", f"{what} needs the study's metamodel (only "
+                          "sequential runs without one)")
+    return RunScale(list(study.input_names), list(study.outputs), study=study.name)
 
 
 def _records(path: str) -> pd.DataFrame:
@@ -230,7 +287,11 @@ def _records(path: str) -> pd.DataFrame:
 def _warn_metamodel(mm) -> None:
     """A WARNING in the job's log when the metamodel is not trusted (the threshold is
     the one recorded in its metamodel.json)."""
+    from simcalib.metamodel.strategies.scale import RunScale
     from simcalib.metamodel.trust import judge
+
+    if isinstance(mm, RunScale):
+        return
 
     line = judge(mm.info).warning(mm.study or "metamodel")
     if line:
@@ -290,10 +351,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     # block and for a whole-strategy job alike, so a rerun resumes whatever the blocking
     jdir = (Path(out).parent / ".journal" if args.block
             else Path(out).parent / "blocks" / Path(out).stem / ".journal")
+    joint = None
+    if getattr(args, "round_state", None):
+        from simcalib.metamodel.strategies import rounds
+
+        joint = rounds.finisher(*rounds.read_step(args.round_state, args.round_sims))
     part = calibrate_block(study, mm, targets, args.strategy, settings, _solver(args),
                            seed_from_args(args), proximity=args.proximity, anchors=anchors,
                            source=args.targets, threads=args.threads, journal_dir=jdir,
-                           block=block, design=design)
+                           block=block, design=design, joint=joint)
     if args.block:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(f"{out}.part")
@@ -335,8 +401,55 @@ def _report_records(study: str, strategy: str, rec: pd.DataFrame, seconds: float
               "unknown; the error is the re-simulated misfit to the observations")
     unproven = int(rec["op_unproven"].sum()) if "op_unproven" in rec else 0
     if unproven:
-        log.warning("%s %s: %d OP solve(s) not proven optimal (time limit, solver error or "
-                    "fallback)", study, strategy, unproven)
+        what = ("proposal MILP(s) stopped unproven (node or time limit; the answer is a "
+                "simulated run)" if strategy == "sequential" else
+                "OP solve(s) not proven optimal (time limit, solver error or fallback)")
+        log.warning("%s %s: %d %s", study, strategy, unproven, what)
+
+
+def _settings(study) -> dict:
+    settings = dict(study.cfg.get("calibration") or {})
+    if "metamodel" in study.cfg:
+        settings["metamodel"] = study.cfg["metamodel"]
+    return settings
+
+
+def cmd_seq_step(args: argparse.Namespace) -> int:
+    from simcalib.metamodel.strategies import rounds
+
+    args.strategy = rounds.STRATEGY
+    study, mm, targets = _load(args)
+    design = (io.read_csv(args.design, ["run_id", *study.input_names, *study.outputs,
+                                        "status"]) if args.design else None)
+    t0 = time.perf_counter()
+    state, props = rounds.step_job(study, mm, targets, _settings(study), _solver(args),
+                                   seed_from_args(args), args.step, args.state, args.sims,
+                                   design, source=args.targets)
+    rounds.write_step(state, props, args.output_state, args.output_proposals)
+    print(f"{study.name} sequential step {args.step}: {len(props)} run(s) proposed in "
+          f"{time.perf_counter() - t0:.1f} s -> {args.output_proposals}")
+    return 0
+
+
+def cmd_seq_sim(args: argparse.Namespace) -> int:
+    from simcalib.metamodel.strategies import rounds
+
+    study = _study(args)
+    with open(args.proposals, "rb") as f:
+        props = pickle.load(f)
+    out = Path(args.output)
+    res = rounds.simulate_chunk(study, props, args.chunk, args.chunk_size,
+                                seed_from_args(args), args.threads,
+                                journal_dir=out.parent / ".journal")
+    rounds._dump(res, out)
+    rows = res["rows"]
+    for tid in set(rows["target_id"]) if len(rows) else ():   # journals, once written
+        with contextlib.suppress(OSError):
+            (out.parent / ".journal" / f"{rounds.STRATEGY}_{int(tid)}_{args.chunk}.jsonl").unlink()
+    failed = int((rows["status"] != "ok").sum()) if len(rows) else 0
+    print(f"{study.name} sequential chunk {args.chunk}: {len(rows)} run(s) ({failed} failed) "
+          f"in {res['seconds']:.1f} s -> {out}")
+    return 0
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

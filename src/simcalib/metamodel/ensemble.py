@@ -78,6 +78,18 @@ class EnsembleSettings:
                    int(c["warm_epochs"]), int(c["patience"]), float(c["lr"]),
                    float(c["weight_decay"]), bool(c["bootstrap"]), int(c.get("threads", 1)))
 
+    def for_batch(self, member_proposals: int) -> EnsembleSettings:
+        """These settings with at least ``member_proposals`` members: a round whose
+        batch outnumbers the members would otherwise solve the same member's MILP
+        twice (the same optimum, nudged to a random point); one more bootstrap member
+        per proposal keeps each proposal a distinct Thompson sample.  Unchanged when
+        the batch is no larger than the ensemble."""
+        if member_proposals <= self.members:
+            return self
+        from dataclasses import replace
+
+        return replace(self, members=int(member_proposals))
+
 
 @dataclass
 class Ensemble:
@@ -132,10 +144,13 @@ class Ensemble:
         """Member ``i`` as a metamodel (its own net; the shared scalers)."""
         return self._wrap(copy.deepcopy(self.nets[i]), f"member {i}")
 
-    def mean_metamodel(self) -> Metamodel:
-        """The ensemble mean as one ReLU net (exact; M times wider)."""
+    def mean_metamodel(self, first: int | None = None) -> Metamodel:
+        """The ensemble mean as one ReLU net (exact; M times wider).  ``first``: the
+        mean of the first that many members only (an ensemble grown for a large batch
+        keeps its mean proposal's MILP the configured width)."""
+        nets = self.nets if first is None else self.nets[: max(1, int(first))]
         layers = [[(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy())
-                   for m in net if isinstance(m, nn.Linear)] for net in self.nets]
+                   for m in net if isinstance(m, nn.Linear)] for net in nets]
         return self._wrap(to_torch(mean_of(layers)), "mean")
 
     # ---- state (checkpoints of a resumable run) -------------------------------------

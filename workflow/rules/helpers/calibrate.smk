@@ -4,7 +4,8 @@
 import json
 from types import SimpleNamespace
 
-from simcalib.metamodel.strategies.registry import job_settings, reads_design, registry
+from simcalib.metamodel.strategies.registry import job_settings, registry
+from simcalib.metamodel.strategies.rounds import chunks
 from simcalib.metamodel.strategies.settings import (
     merged_settings,
     solver_options,
@@ -51,6 +52,11 @@ def cal_params(wildcards):
     sub = job_settings(wildcards.strategy, cfg["calibration"])
     if caldir_proximity(wildcards.caldir) is not None:
         sub.pop("proximity", None)
+    if "sequential" in sub:
+        # how the search is cut into jobs never changes its runs: not a reason to rerun
+        sub["sequential"] = {
+            k: v for k, v in sub["sequential"].items() if k not in ("jobs", "chunk_size")
+        }
     out = {k: cfg[k] for k in (*CAL_STUDY_KEYS, *spec.study_keys) if k in cfg}
     # a declared stochastic simulator turns on choosing by mean (select.top: auto)
     out["noise"] = {"stochastic": (cfg.get("noise") or {}).get("stochastic", "auto")}
@@ -63,7 +69,7 @@ def cal_threads(wildcards):
     for a simulator that runs calls concurrently (a command), else 1 (the records do
     not depend on it: each run's seed comes from its run id)."""
     cfg = config["studies"][wildcards.study]
-    return int(cfg["design"]["threads"]) if concurrent_calls(cfg) else 1
+    return design_threads(wildcards.study) if concurrent_calls(cfg) else 1
 
 
 def n_targets(study, tset):
@@ -114,6 +120,21 @@ MM_FILES = {
 }
 
 
+def has_metamodel(study):
+    return bool(config["studies"][study]["metamodel"]["enabled"])
+
+
+def mm_files(study):
+    """The study's metamodel files (none for a study that trains no metamodel: only
+    sequential calibrates it)."""
+    return {k: v.format(study=study) for k, v in MM_FILES.items()} if has_metamodel(study) else {}
+
+
+def mm_arg(wildcards):
+    """cal-run's --metamodel (nothing without one: Delta's scale from sd_ or the start)."""
+    return f"--metamodel results/{wildcards.study}/metamodel" if has_metamodel(wildcards.study) else ""
+
+
 def anchors_inputs(wildcards):
     """Model files and the targets; for the study's own targets also mm_optimize's
     op.csv when it solved the same problems (same solver set, no output weights), so
@@ -137,31 +158,124 @@ def solved_arg(wildcards, input):
 
 def cal_inputs(wildcards):
     tset = caldir_targets(wildcards.caldir)
-    d = {k: v.format(study=wildcards.study) for k, v in MM_FILES.items()}
+    d = mm_files(wildcards.study)
     d["targets"] = f"results/{wildcards.study}/{tset}.csv"
     if STRATEGIES[wildcards.strategy].uses_anchor:
         d["anchors"] = f"results/{wildcards.study}/{caldir_of(tset)}/anchors.csv"
     if wildcards.strategy == "posterior":
         # the error scale kappa calibrated once per study by cal_posterior
         d["posterior"] = f"results/{wildcards.study}/calibration/posterior/posterior.json"
-    cal = config["studies"][wildcards.study]["calibration"]
-    if reads_design(wildcards.strategy, merged_settings(job_settings(wildcards.strategy, cal))):
-        # the study's design runs as the start, counted (sequential.use_design); only
-        # then, so the default DAG does not depend on the design for this job
+    if STRATEGIES[wildcards.strategy].design_key and has_design(wildcards.study):
+        # the study's design runs: the start, counted, with sequential.use_design; else
+        # their failed runs train its failure classifier (a study without a design
+        # does not wait for one)
         d["design"] = f"results/{wildcards.study}/dataset.csv"
     return d
 
 
 def cal_whole_inputs(wildcards):
     """cal_run's inputs (one job for the strategy's targets).  A strategy split into
-    blocks asks for a file no rule makes instead, so Snakemake falls back to cal_merge
-    (ruleorder: cal_run > cal_merge) and runs its blocks."""
+    blocks, or sequential run as round jobs, asks for a file no rule makes instead, so
+    Snakemake falls back to cal_seq_final or cal_merge (ruleorder: cal_run >
+    cal_seq_final > cal_merge)."""
+    if wildcards.strategy == "sequential" and seq_rounds(wildcards.study):
+        return {"in_rounds": f"results/{wildcards.study}/{wildcards.caldir}/rounds/not_one_job"}
     if cal_blocks(wildcards.study, wildcards.caldir, wildcards.strategy) > 1:
         return {
             "in_blocks": f"results/{wildcards.study}/{wildcards.caldir}/blocks/"
             f"{wildcards.strategy}/runs_in_blocks"
         }
     return cal_inputs(wildcards)
+
+
+# ---- sequential as round jobs (sequential.jobs): step -> chunk jobs -> step ... final ----
+
+SEQ_DIR = "results/{study}/{caldir}/rounds/sequential"
+
+
+def seq_rounds(study):
+    """Whether the study's sequential search runs as round jobs: sequential.jobs
+    rounds, or auto for a user's simulator (a command or a Python function: minutes
+    to hours a run), never for the built-in ones (milliseconds a run, where a job's
+    start-up costs more than its runs)."""
+    cfg = config["studies"][study]
+    mode = cfg["calibration"]["sequential"]["jobs"]
+    if mode == "auto":
+        return cfg["simulator"]["type"] in ("command", "python")
+    return mode == "rounds"
+
+
+def seq_plan(study, caldir):
+    """The most runs of each step (rounds.plan): from the budget the search spends,
+    the batch, the targets, and whether the start is known before the run."""
+    from simcalib.metamodel.strategies.rounds import plan
+    from simcalib.metamodel.strategies.runner import budget_split
+    from simcalib.study import Study
+
+    cfg = config["studies"][study]
+    cal = merged_settings(cfg["calibration"])
+    s = cal["sequential"]
+    st = Study(study, cfg, partial=True)
+    eff, top, reps = budget_split(st, cal, int(cal["budget"]), STRATEGIES["sequential"])
+    exact = not cfg.get("contexts") and not s["use_design"]
+    return plan(
+        n_targets(study, caldir_targets(caldir)),
+        eff - top * reps,
+        len(st.space.tunable_names),
+        int(s["initial_per_input"]),
+        int(s["batch"]),
+        exact,
+    )
+
+
+def seq_chunks(wildcards, step):
+    size = config["studies"][wildcards.study]["calibration"]["sequential"]["chunk_size"]
+    n = chunks(seq_plan(wildcards.study, wildcards.caldir)[int(step)], size)
+    base = SEQ_DIR.format(study=wildcards.study, caldir=wildcards.caldir)
+    return [f"{base}/sim_{step}_{c}.pkl" for c in range(n)]
+
+
+def _seq_wc(wildcards):
+    return SimpleNamespace(study=wildcards.study, caldir=wildcards.caldir, strategy="sequential")
+
+
+def seq_step_inputs(wildcards):
+    """A step reads what cal_run would, plus the previous step's state and runs."""
+    d = cal_inputs(_seq_wc(wildcards))
+    step = int(wildcards.step)
+    if step > 0:
+        base = SEQ_DIR.format(study=wildcards.study, caldir=wildcards.caldir)
+        d["state"] = f"{base}/step_{step - 1}.pkl"
+        d["sims"] = seq_chunks(wildcards, step - 1)
+    return d
+
+
+def seq_final_inputs(wildcards):
+    """cal_seq_final's inputs: cal_run's, the last step's state and runs (a file no
+    rule makes when the search runs as one job, so cal_run is used)."""
+    if not seq_rounds(wildcards.study):
+        return {"one_job": f"results/{wildcards.study}/{wildcards.caldir}/rounds/not_rounds"}
+    d = cal_inputs(_seq_wc(wildcards))
+    last = len(seq_plan(wildcards.study, wildcards.caldir)) - 1
+    base = SEQ_DIR.format(study=wildcards.study, caldir=wildcards.caldir)
+    d["state"] = f"{base}/step_{last}.pkl"
+    d["sims"] = seq_chunks(wildcards, last)
+    return d
+
+
+def seq_params(wildcards):
+    return cal_params(_seq_wc(wildcards))
+
+
+def seq_extra_args(wildcards, input):
+    """--design (and --proximity of a sweep directory) as cal_run gets them."""
+    return cal_extra_args(_seq_wc(wildcards), input)
+
+
+def seq_state_args(wildcards, input, flag="--state", sims="--sims"):
+    if not hasattr(input, "state"):
+        return ""
+    return f"{flag} {input.state} {sims} " + " ".join(input.sims)
 
 
 def cal_extra_args(wildcards, input):
@@ -208,7 +322,13 @@ def noise_pairs(study):
 
 
 def posterior_studies():
-    return [s for s in cal_studies() if config["studies"][s]["calibration"]["posterior"]["enabled"]]
+    """Studies whose design-metamodel posterior runs (calibration.posterior; it needs the
+    design and the metamodel)."""
+    return [
+        s
+        for s in cal_studies()
+        if config["studies"][s]["calibration"]["posterior"]["enabled"] and has_metamodel(s)
+    ]
 
 
 def posterior_params(wildcards):
@@ -258,8 +378,7 @@ def _run_member(study, caldir, strategy):
         str(config["seed"]),
         "--strategy",
         strategy,
-        "--metamodel",
-        f"results/{study}/metamodel",
+        *mm_arg(w).split(),
         "--targets",
         inputs["targets"],
         *extra,
@@ -332,13 +451,14 @@ def _table_members(study, made):
     out = []
     strategies = cal["strategies"]
     if all(("calibration", s) in made for s in strategies):
-        meta = MM_FILES["meta"].format(study=study)
+        meta = mm_files(study).get("meta")
         targets = f"results/{study}/targets.csv"
         argv = ["cal-summary", "--records", *[f"{s}={rec('calibration', s)}" for s in strategies]]
         argv += ["--output", f"{base}/summary.csv", "--output-figure", f"{base}/strategies.png"]
-        argv += ["--title", study, "--metamodel-info", meta, "--targets", targets]
+        argv += ["--title", study, "--targets", targets]
+        argv += ["--metamodel-info", meta] if meta else []
         outs = [fig("summary.csv", "cal_summary"), fig("strategies.png", "cal_strategies")]
-        out.append((argv, f"{logs}/cal_summary.log", [meta, targets], outs))
+        out.append((argv, f"{logs}/cal_summary.log", [m for m in (meta, targets) if m], outs))
         if "rs" in strategies and "op" in strategies:
             argv = ["cal-summary", "--records", f"rs={rec('calibration', 'rs')}"]
             argv += [f"op={rec('calibration', 'op')}", "--targets", targets]
@@ -382,7 +502,11 @@ def cal_job_sets():
         if not config["studies"][study]["calibration"].get("one_job"):
             continue
         pairs = [(c, s) for c, strats in cal_caldirs(study).items() for s in strats]
-        made = {(c, s) for c, s in pairs if cal_blocks(study, c, s) == 1}
+        made = {
+            (c, s)
+            for c, s in pairs
+            if cal_blocks(study, c, s) == 1 and not (s == "sequential" and seq_rounds(study))
+        }
         if not made:
             continue
         anchored = {}  # anchors' directory -> all its users run in this job

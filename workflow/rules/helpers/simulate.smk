@@ -20,6 +20,18 @@ TARGET_KEYS = (
 )
 
 
+def has_design(study):
+    """Whether the study simulates a design (a study calibrated only by sequential
+    has none, and no design job runs for it)."""
+    return "design" in config["studies"][study]
+
+
+def design_threads(study):
+    """Parallel simulator runs inside one simulation job: design.threads (1 without a
+    design)."""
+    return int((config["studies"][study].get("design") or {}).get("threads", 1))
+
+
 def chunk_files(ext):
     def fn(wildcards):
         n = n_chunks(config["studies"][wildcards.study])

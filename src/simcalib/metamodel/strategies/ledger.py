@@ -55,6 +55,9 @@ class Target:
     ok: bool = True
     # multiplier of output j's term |.| / s_j (weight_j * s_j / sd_j; 1 by default)
     weight: np.ndarray | None = None
+    # per output: whether the target gives its own sd (sd_<output>), which then divides
+    # that term whatever the base scale s_j is (None: no sd given)
+    sd_given: np.ndarray | None = None
 
 
 def check_compatible(study: Study, mm: Any, source: str = "metamodel") -> None:
@@ -72,7 +75,7 @@ def read_targets(df: pd.DataFrame, study: Study, mm: Any, source: str = "targets
     inputs are read when every tunable column is there (simulated targets), else the
     targets are observed ones (``x_true`` None); ``sd_<output>``/``weight_<output>``
     columns set per-target output weights."""
-    from simcalib.study.observations import has_truth, output_weights
+    from simcalib.study.observations import SD_PREFIX, has_truth, output_weights
 
     need = ["target_id", *study.space.context_names, *mm.output_names]
     missing = [c for c in need if c not in df.columns]
@@ -88,13 +91,17 @@ def read_targets(df: pd.DataFrame, study: Study, mm: Any, source: str = "targets
     plain = bool(np.all(weights == 1.0))
     out = []
     status = df["status"].astype(str) if "status" in df else pd.Series("ok", index=df.index)
+    sd_cols = [SD_PREFIX + o for o in mm.output_names]
     for k, (i, row) in enumerate(df.iterrows()):
         z = row[list(mm.output_names)].to_numpy(dtype=float)
         ok = status.loc[i] == "ok" and bool(np.isfinite(z).all())
         x_true = row[study.space.tunable_names].to_numpy(dtype=float) if truth else None
+        given = np.array([c in df.columns and bool(np.isfinite(float(row[c])))
+                          for c in sd_cols])
         out.append(Target(int(row["target_id"]), x_true,
                           {c: float(row[c]) for c in study.space.context_names}, z, ok,
-                          None if plain else weights[k].copy()))
+                          None if plain else weights[k].copy(),
+                          given if given.any() else None))
     if not out:
         raise DataError(source, "no targets")
     return out
@@ -152,6 +159,9 @@ class TargetRun:
     #: runs made before this job that a strategy may adopt (the study's simulated
     #: design: inputs, outputs, status; ``sequential.use_design``), else None
     given: pd.DataFrame | None = None
+    #: runs kept aside beyond ``budget`` for the selection by mean (phase ``select``
+    #: may spend them; the strategy sees only ``budget``), so no budget changes in place
+    reserve: int = 0
     #: runs per journaled group (:meth:`_simulate_rows`); 0 until the first group
     _group: int = field(default=0, init=False, repr=False)
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -162,6 +172,12 @@ class TargetRun:
     def __post_init__(self) -> None:
         self.stream = self.stream or self.strategy
         self.space = self.study.space
+        self.out_names = list(self.mm.output_names)
+        self._set_scale()
+        self.rng = rng(self.seed, "calibrate", self.study.name, self.stream,
+                       self.target.target_id)
+
+    def _set_scale(self) -> None:
         base = output_scale(self.mm)
         w = self.target.weight
         # effective divisor d_j / w_j; a zero weight drops the output (inf divisor)
@@ -170,9 +186,27 @@ class TargetRun:
         self.op_weights = (None if w is None else
                            dict(zip(self.mm.output_names, np.asarray(w, float).tolist(),
                                     strict=True)))
-        self.out_names = list(self.mm.output_names)
-        self.rng = rng(self.seed, "calibrate", self.study.name, self.stream,
-                       self.target.target_id)
+
+    def rescale(self, old_base: np.ndarray) -> None:
+        """The base scale (``mm.y_std``) changed from ``old_base`` (a study without a
+        metamodel fixes it from its start runs, :mod:`.scale`): recompute the divisors
+        (an output whose sd the target gives keeps it) and every run's Delta."""
+        new = output_scale(self.mm)
+        if self.target.sd_given is not None:
+            w = self.target.weight if self.target.weight is not None else np.ones(len(new))
+            ratio = np.where(self.target.sd_given, new / np.asarray(old_base, float), 1.0)
+            self.target.weight = w * ratio
+        self._set_scale()
+        for r in self.runs:
+            if np.isfinite(r["error"]):
+                r["error"] = float(self.err(r["y"])[0])
+
+    @property
+    def scale_source(self) -> str:
+        """What this target's Delta divides each output's misfit by, in words."""
+        from simcalib.metamodel.strategies.scale import scale_source
+
+        return scale_source(self.mm, self.target.sd_given)
 
     # ---- accounting --------------------------------------------------------
     @property
@@ -240,8 +274,9 @@ class TargetRun:
         X = np.atleast_2d(np.asarray(X, dtype=float))
         if len(X) == 0:
             return np.zeros(0)
-        if len(X) > self.left:
-            raise BudgetExceeded(f"{self.strategy}: {len(X)} runs asked, {self.left} left")
+        room = self.left + (self.reserve if phase == "select" else 0)
+        if len(X) > room:
+            raise BudgetExceeded(f"{self.strategy}: {len(X)} runs asked, {room} left")
         rows = self.frame(X)
         rows.insert(0, "run_id", np.arange(self.used, self.used + len(X), dtype=np.int64))
         t0 = time.perf_counter()
@@ -377,8 +412,8 @@ class TargetRun:
         ``weights`` (objective weights by output) replace the target's; ``failure``
         (a run-success classifier) replaces ``mm.failure``; ``solver`` replaces the
         study's option set (the ``sequential`` strategy's per-proposal time limit).
-        ``sample``: the solve proposes a run (Thompson sampling), it does not answer;
-        an unproven one is not counted in ``op_unproven`` (the answer is a real run)."""
+        ``sample``: the solve proposes a run (Thompson sampling), it does not answer
+        (counted in ``op_unproven`` like any solve)."""
         mm = self.mm if mm is None else mm
         z = self.target.z - (shift if shift is not None else 0.0)
         target = dict(zip(self.out_names, z.tolist(), strict=True))
@@ -440,10 +475,11 @@ PROVEN_STATUSES = ("optimal", "precomputed")
 
 
 def op_unproven(calls: Sequence[Mapping[str, Any]]) -> int:
-    """How many OP solves of a target ended without a proof of optimality (solves that
-    only propose a run, ``sample``, do not count: the answer is a simulated run)."""
-    return sum(bool(c["fallback"]) or str(c["status"]) not in PROVEN_STATUSES for c in calls
-               if not c.get("sample", False))
+    """How many OP solves of a target ended without a proof of optimality, those that
+    only propose a run (``sample``: sequential's Thompson samples) included: the
+    records count what the job's log and history count (a proposal stopped early is
+    its incumbent, a weaker sample; the answer is still a simulated run)."""
+    return sum(bool(c["fallback"]) or str(c["status"]) not in PROVEN_STATUSES for c in calls)
 
 
 def _as_tunables(x: Any, names: Sequence[str]) -> np.ndarray | None:

@@ -25,7 +25,8 @@ from typing import Any
 COMMON_KEYS: tuple[str, ...] = ("sampling", "mc_samples", "rescore", "select")
 
 #: Modules of this package that hold machinery, not strategies.
-_NOT_STRATEGIES = frozenset({"registry", "settings", "ledger", "runner", "summary", "score"})
+_NOT_STRATEGIES = frozenset({"registry", "settings", "ledger", "runner", "summary", "score",
+                             "search", "rounds", "scale", "api"})
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,10 @@ class StrategySpec:
     #: study's simulated design runs (its job then reads dataset.csv; they count
     #: against its budget): ``sequential.use_design``
     design_key: str | None = None
+    #: reads the study's metamodel (its predictions, OP, or its failure model); a
+    #: strategy that does not can calibrate a study that trains none (Delta's scale
+    #: then comes from the observations' sd or the strategy's start runs)
+    needs_metamodel: bool = True
 
 
 _REGISTRY: dict[str, StrategySpec] = {}
@@ -72,7 +77,7 @@ def strategy(name: str, *, label: str, order: int, min_budget: int = 1,
              check: Callable[[Mapping[str, Any], str], None] | None = None,
              best_of_runs: bool = True,
              joint: Callable[[list[Any]], list[dict[str, Any]]] | None = None,
-             design_key: str | None = None
+             design_key: str | None = None, needs_metamodel: bool = True
              ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
     """Decorator: register ``fn`` as the strategy ``name``."""
 
@@ -81,7 +86,8 @@ def strategy(name: str, *, label: str, order: int, min_budget: int = 1,
             raise ValueError(f"strategy {name!r} registered twice")
         _REGISTRY[name] = StrategySpec(name, fn, label, order, min_budget, tuple(reads),
                                        tuple(study_keys), uses_anchor, fixed_budget, default,
-                                       check, best_of_runs, joint, design_key)
+                                       check, best_of_runs, joint, design_key,
+                                       needs_metamodel)
         return fn
 
     return deco
@@ -128,6 +134,25 @@ def job_settings(name: str, calibration: Mapping[str, Any]) -> dict[str, Any]:
     spec = get(name)
     keys = [*COMMON_KEYS, *(k for k in spec.reads if k not in COMMON_KEYS)]
     return {k: calibration[k] for k in keys if k in calibration}
+
+
+def run_strategies(calibration: Mapping[str, Any]) -> list[str]:
+    """The strategies a study's (merged) ``calibration`` settings run: its strategies,
+    and its extra strategies where it has extra target sets."""
+    out = list(calibration.get("strategies", ()))
+    if calibration.get("extra_targets"):
+        out += [s for s in calibration.get("extra_strategies", ()) if s not in out]
+    return out
+
+
+def needs_metamodel(calibration: Mapping[str, Any]) -> bool:
+    """Whether a study's (merged) ``calibration`` settings run any strategy that reads
+    the metamodel (its strategies, its extra strategies when it has extra target
+    sets, or the PtS sweep)."""
+    names_ = set(run_strategies(calibration))
+    if calibration.get("sweep"):
+        names_.add("pts")
+    return any(get(n).needs_metamodel for n in names_)
 
 
 def reads_design(name: str, settings: Mapping[str, Any]) -> bool:

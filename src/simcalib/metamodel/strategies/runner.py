@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                      anchor_seconds: float = 0.0, anchor_status: str = "precomputed",
                      threads: int = 1, journal: Path | None = None,
                      prepared: tuple[TargetRun, dict[str, Any]] | None = None,
-                     given: pd.DataFrame | None = None
+                     given: pd.DataFrame | None = None, checked: bool = False
                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run one strategy on one target (``threads``: simulator runs of one batch run in
     parallel, for simulators that allow it; results do not depend on it; ``journal``:
@@ -64,9 +64,13 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     (simulated, not observed, targets).  ``prepared``: the target's run and outcome
     from a strategy that ran every target at once (:func:`calibrate`); only the
     selection by mean and the record are made here.  ``given``: design runs the
-    strategy may adopt (:attr:`TargetRun.given`)."""
-    settings = merged_settings(settings)
-    check_settings(strategy, int(budget), float(proximity), settings)
+    strategy may adopt (:attr:`TargetRun.given`).  ``checked``: ``settings`` are merged
+    and checked already (:func:`calibrate_block` validates once per job, not once per
+    target).  Stages: prepare the ledger, dispatch to the strategy, collect the record
+    and the run log."""
+    if not checked:
+        settings = merged_settings(settings)
+        check_settings(strategy, int(budget), float(proximity), settings)
     spec = get(strategy)
     eff_budget, top, reps = budget_split(study, settings, int(budget), spec)
     if prepared is None:
@@ -74,44 +78,59 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
                     settings, solver, seed, optimize_fn, stream, threads, journal,
                     given=given, anchor=anchor,
                     anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
-                    anchor_status=anchor_status)
+                    anchor_status=anchor_status, reserve=top * reps)
     else:
         p = prepared[0]
-    names = study.space.tunable_names
-    rec: dict[str, Any] = {"target_id": target.target_id, "strategy": strategy,
-                           "budget": int(budget), "proximity": float(proximity)}
     t0 = time.perf_counter()
-    if not target.ok:
-        out = {"x": np.full(len(names), np.nan), "error": float("nan"),
-               "status": "target_failed", "anchor": np.full(len(names), np.nan),
-               "anchor_kind": ""}
-    else:
-        out = spec.fn(p) if prepared is None else prepared[1]
-        if top and out["status"] == "ok":
-            p.budget = eff_budget
-            out = select_by_mean(p, out, top, reps)
-        if p.used > eff_budget:  # pragma: no cover - guarded by TargetRun.simulate
-            raise BudgetExceeded(f"{strategy} used {p.used} > {eff_budget}")
+    out = _dispatch(p, spec, prepared, eff_budget, top, reps)
     # a precomputed anchor's solve time is charged to every strategy that uses it
     seconds = time.perf_counter() - t0 + (p.anchor_seconds if any(
         c["label"] == "anchor" for c in p.op_calls) else 0.0)
+    rec = {"target_id": target.target_id, "strategy": strategy, "budget": int(budget),
+           "proximity": float(proximity), **_outcome_columns(p, out, seconds)}
+    _extra_columns(rec, p, settings, np.asarray(out["x"], dtype=float))
+    _point_columns(rec, p, out)
+    runs = run_log(p, strategy, float(proximity))
+    p.close_journal()
+    return rec, runs
+
+
+def _dispatch(p: TargetRun, spec: Any, prepared: tuple[TargetRun, dict[str, Any]] | None,
+              eff_budget: int, top: int, reps: int) -> dict[str, Any]:
+    """The strategy's outcome for the target (its own, or a joint search's), with the
+    selection by mean where it applies."""
+    if not p.target.ok:
+        n = len(p.space.tunable_names)
+        return {"x": np.full(n, np.nan), "error": float("nan"), "status": "target_failed",
+                "anchor": np.full(n, np.nan), "anchor_kind": ""}
+    out = spec.fn(p) if prepared is None else prepared[1]
+    if top and out["status"] == "ok":
+        out = select_by_mean(p, out, top, reps)   # spends the ledger's reserve
+    if p.used > eff_budget:  # pragma: no cover - guarded by TargetRun.simulate
+        raise BudgetExceeded(f"{p.strategy} used {p.used} > {eff_budget}")
+    return out
+
+
+def _unit_distance(p: TargetRun, x: np.ndarray) -> float | None:
+    """Distance to the true inputs (unit-scaled); None for an observed target."""
+    if p.target.x_true is None:
+        return None
+    if not np.isfinite(x).all():
+        return float("nan")
+    return float(np.linalg.norm(p.space.to_unit(x) - p.space.to_unit(p.target.x_true)))
+
+
+def _outcome_columns(p: TargetRun, out: Mapping[str, Any], seconds: float) -> dict[str, Any]:
+    """The record's outcome and trust columns (errors, runs, OP solves, timing)."""
     x = np.asarray(out["x"], dtype=float)
-    chosen = next((r for r in p.runs if np.array_equal(r["x"], x) and np.isfinite(r["error"])),
-                  None)
-    if chosen is None and out.get("y") is not None:
-        # a joint strategy's answer may be a run another target paid for
-        chosen = {"y": np.asarray(out["y"], dtype=float)}
     pred = p.predict(x[None, :])[0] if np.isfinite(x).all() else np.full(len(p.out_names),
                                                                          np.nan)
     anc = np.asarray(out["anchor"], dtype=float)
-    truth = target.x_true is not None
-    rec.update({
+    rec = {
         "status": out["status"],
         "error": float(out["error"]),
         "predicted_error": float(p.err(pred)[0]) if np.isfinite(pred).all() else float("nan"),
-        "distance": (float(np.linalg.norm(study.space.to_unit(x)
-                                          - study.space.to_unit(target.x_true)))
-                     if truth else None),
+        "distance": _unit_distance(p, x),
         "runs": p.used,
         "failed_runs": sum(r["status"] != "ok" for r in p.runs),
         "selection_runs": int(out.get("selection_runs", 1 if np.isfinite(out["error"]) else 0)),
@@ -121,46 +140,73 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
         "anchor_kind": out["anchor_kind"],
         "anchor_predicted_error": (float(p.predicted_error(anc[None, :])[0])
                                    if np.isfinite(anc).all() else float("nan")),
-        "anchor_distance": ((float(np.linalg.norm(study.space.to_unit(anc)
-                                                  - study.space.to_unit(target.x_true)))
-                             if np.isfinite(anc).all() else float("nan")) if truth else None),
+        "anchor_distance": _unit_distance(p, anc),
         "seconds": round(seconds, 4),
         "sim_seconds": round(p.sim_seconds, 4),
         "op_seconds": round(p.op_seconds, 4),
         "history": out.get("history", ""),
-    })
-    if not truth:
+        "delta_scale": p.scale_source,
+    }
+    if p.target.x_true is None:
         del rec["distance"], rec["anchor_distance"]
+    if "stochastic" in out:   # what the search found out about the simulator's noise
+        rec["stochastic"] = out["stochastic"]
+    return rec
+
+
+def _extra_columns(rec: dict[str, Any], p: TargetRun, settings: Mapping[str, Any],
+                   x: np.ndarray) -> None:
+    """Re-scored error (fresh replicates) and the MC-dropout spread, when asked for."""
     k = int(settings.get("rescore", 0) or 0)
     if k > 0:
-        rec["rescored_error"] = rescore(study, mm, target, x, k, seed, p.scale, p.threads)
+        rec["rescored_error"] = rescore(p.study, p.mm, p.target, x, k, p.seed, p.scale,
+                                        p.threads)
     n_mc = int(settings.get("mc_samples", 0) or 0)
-    if n_mc > 0 and hasattr(mm, "predict_mc") and np.isfinite(x).all():
+    if n_mc > 0 and hasattr(p.mm, "predict_mc") and np.isfinite(x).all():
         # MC-dropout predictive spread at the chosen point (paper 1, Appendix F)
-        inp = p.frame(x[None, :])[list(mm.input_names)].to_numpy(dtype=float)
-        _, sd = mm.predict_mc(inp, n_mc, int_seed(seed, "mc", study.name, target.target_id))
+        inp = p.frame(x[None, :])[list(p.mm.input_names)].to_numpy(dtype=float)
+        _, sd = p.mm.predict_mc(inp, n_mc, int_seed(p.seed, "mc", p.study.name,
+                                                    p.target.target_id))
         rec["mc_sd"] = float((np.asarray(sd, dtype=float).reshape(-1) / p.scale).sum())
+
+
+def _point_columns(rec: dict[str, Any], p: TargetRun, out: Mapping[str, Any]) -> None:
+    """Contexts, the chosen, true and anchor inputs, and per output the target, the
+    simulated output at the answer and the metamodel's prediction there."""
+    target = p.target
+    x = np.asarray(out["x"], dtype=float)
+    anc = np.asarray(out["anchor"], dtype=float)
+    chosen = next((r for r in p.runs if np.array_equal(r["x"], x) and np.isfinite(r["error"])),
+                  None)
+    if chosen is None and out.get("y") is not None:
+        # a joint strategy's answer may be a run another target paid for
+        chosen = {"y": np.asarray(out["y"], dtype=float)}
+    pred = p.predict(x[None, :])[0] if np.isfinite(x).all() else np.full(len(p.out_names),
+                                                                         np.nan)
     for c, v in target.context.items():
         rec[c] = v
-    for j, n in enumerate(names):
+    for j, n in enumerate(p.space.tunable_names):
         rec[f"x_{n}"] = float(x[j])
-        if truth:
+        if target.x_true is not None:
             rec[f"true_{n}"] = float(target.x_true[j])
         rec[f"anchor_{n}"] = float(anc[j])
     for j, n in enumerate(p.out_names):
         rec[f"target_{n}"] = float(target.z[j])
         rec[f"sim_{n}"] = float(chosen["y"][j]) if chosen is not None else float("nan")
         rec[f"pred_{n}"] = float(pred[j])
+
+
+def run_log(p: TargetRun, strategy: str, proximity: float) -> list[dict[str, Any]]:
+    """The target's run log rows: every run, failed or not."""
     runs = []
     for r in p.runs:
-        row = {"target_id": target.target_id, "strategy": strategy,
-               "proximity": float(proximity), "run_id": r["run_id"], "phase": r["phase"],
+        row = {"target_id": p.target.target_id, "strategy": strategy,
+               "proximity": proximity, "run_id": r["run_id"], "phase": r["phase"],
                "status": r["status"], "message": r["message"], "error": r["error"]}
-        row.update({n: float(v) for n, v in zip(names, r["x"], strict=True)})
+        row.update({n: float(v) for n, v in zip(p.space.tunable_names, r["x"], strict=True)})
         row.update({n: float(v) for n, v in zip(p.out_names, r["y"], strict=True)})
         runs.append(row)
-    p.close_journal()
-    return rec, runs
+    return runs
 
 
 def _ledger(study: Study, mm: Any, target: Target, strategy: str, budget: int,
@@ -313,14 +359,17 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                     anchors: pd.DataFrame | None = None, source: str = "targets",
                     stream: str | None = None, threads: int = 1,
                     journal_dir: str | Path | None = None, block: tuple[int, int] = (0, 1),
-                    design: pd.DataFrame | None = None
+                    design: pd.DataFrame | None = None,
+                    joint: Callable[[list[TargetRun]], list[dict[str, Any]]] | None = None
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """:func:`calibrate` on block ``block = (i, n)`` of the targets (:func:`block_slice`
     of the whole table, read as a whole so per-table rules such as output weights are
     the same), as lists of record and run-log dicts for :func:`merge_blocks`.  Every
     seed depends on (study, strategy, target, run), never on the block, so the blocks
     of a job give the serial job's records; a joint strategy (one search for all
-    targets) must run as one block."""
+    targets) must run as one block.  ``joint``: replaces the strategy's joint search
+    (the last step of a search run as round jobs:
+    :mod:`~simcalib.metamodel.strategies.rounds`)."""
     check_compatible(study, mm)
     settings = merged_settings(settings)
     prox = float(settings["proximity"] if proximity is None else proximity)
@@ -330,18 +379,14 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
         raise ConfigError("--block", f"strategy {strategy!r} searches all targets at once "
                           "(joint): run it as one block")
     tlist = tlist[block_slice(len(tlist), *block)]
-    if not reads_design(strategy, settings):
-        design = None   # only a strategy told to (design_key) sees the design runs
-    elif design is None:
+    if get(strategy).design_key is None:
+        design = None   # only a strategy that can use them (design_key) sees design runs
+    elif reads_design(strategy, settings) and design is None:
         raise ConfigError(f"calibration.{get(strategy).design_key}",
                           f"is true, but strategy {strategy!r} was given no design runs "
                           "(cal-run --design results/<study>/dataset.csv; the workflow "
                           "passes it)")
-    anchor_of = _anchor_map(anchors, study) if anchors is not None else {}
-    anchor_sec = ({int(r["target_id"]): float(r["seconds"]) for _, r in anchors.iterrows()}
-                  if anchors is not None and "seconds" in anchors else {})
-    anchor_st = ({int(r["target_id"]): _anchor_status(r) for _, r in anchors.iterrows()}
-                 if anchors is not None and "status" in anchors else {})
+    anchor_of, anchor_sec, anchor_st = _anchor_info(anchors, study)
     spec = get(strategy)
     jpath = (lambda tid: Path(journal_dir) / f"{strategy}_{tid}.jsonl") \
         if journal_dir is not None else (lambda tid: None)
@@ -349,13 +394,11 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
     if spec.joint is not None:
         # one search for every target at once (runs shared): the strategy gets each
         # target's ledger and returns each target's outcome
-        eff, top, reps = budget_split(study, settings, int(settings["budget"]), spec)
-        ps = [_ledger(study, mm, t, strategy, eff - top * reps, prox, settings, solver, seed,
-                      optimize_fn, stream, threads, jpath(t.target_id), given=design)
-              for t in tlist if t.ok]
+        ps = joint_ledgers(study, mm, tlist, strategy, settings, solver, seed, prox,
+                           optimize_fn, stream, threads, jpath, design)
         if ps:
             prepared = {p.target.target_id: (p, o)
-                        for p, o in zip(ps, spec.joint(ps), strict=True)}
+                        for p, o in zip(ps, (joint or spec.joint)(ps), strict=True)}
     records, runs = [], []
     t_start = time.perf_counter()
     for k, t in enumerate(tlist, 1):
@@ -365,18 +408,59 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                                      anchor_seconds=anchor_sec.get(t.target_id, 0.0),
                                      anchor_status=anchor_st.get(t.target_id, "precomputed"),
                                      threads=threads, journal=jpath(t.target_id),
-                                     prepared=prepared.get(t.target_id), given=design)
+                                     prepared=prepared.get(t.target_id), given=design,
+                                     checked=True)
         log.info("%s %s target %d/%d (id %d): error %.4g (predicted %.4g), %d runs, "
                  "%.2f s; %s", study.name, strategy, k, len(tlist), t.target_id, rec["error"],
                  rec["predicted_error"], rec["runs"], rec["seconds"],
                  eta(time.perf_counter() - t_start, k, len(tlist)))
-        if rec["op_unproven"]:
-            log.warning("%s %s target %d: %d OP solve(s) not proven optimal (time limit or "
-                        "fallback); the OP point may not be the metamodel's optimum",
-                        study.name, strategy, t.target_id, rec["op_unproven"])
+        _warn_unproven(study.name, strategy, t.target_id, rec["op_unproven"],
+                       spec.joint is not None)
         records.append(rec)
         runs.extend(rlog)
     return records, runs
+
+
+def _warn_unproven(study: str, strategy: str, tid: int, n: int, proposals: bool) -> None:
+    """The log's word on a target's unproven solves (the record's ``op_unproven``)."""
+    if not n:
+        return
+    if proposals:   # sequential's solves only propose runs; its answer is a run
+        log.warning("%s %s target %d: %d proposal MILP(s) stopped unproven (node or time "
+                    "limit): those proposals were the solver's incumbents; the answer is "
+                    "still a simulated run", study, strategy, tid, n)
+        return
+    log.warning("%s %s target %d: %d OP solve(s) not proven optimal (time limit or "
+                "fallback); the OP point may not be the metamodel's optimum",
+                study, strategy, tid, n)
+
+
+def joint_ledgers(study: Study, mm: Any, tlist: list[Target], strategy: str,
+                  settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
+                  prox: float, optimize_fn: OptimizeFn | None = None,
+                  stream: str | None = None, threads: int = 1,
+                  jpath: Callable[[int], Path | None] = lambda tid: None,
+                  design: pd.DataFrame | None = None) -> list[TargetRun]:
+    """The ledgers of a joint search's targets (those not failed), each with the
+    budget the search may spend (the selection by mean's runs kept aside): the same
+    for the one-job search and for every round job of it."""
+    eff, top, reps = budget_split(study, settings, int(settings["budget"]), get(strategy))
+    return [_ledger(study, mm, t, strategy, eff - top * reps, prox, settings, solver, seed,
+                    optimize_fn, stream, threads, jpath(t.target_id), given=design,
+                    reserve=top * reps)
+            for t in tlist if t.ok]
+
+
+def _anchor_info(anchors: pd.DataFrame | None, study: Study
+                 ) -> tuple[dict[int, np.ndarray], dict[int, float], dict[int, str]]:
+    """Per target: its precomputed anchor, that solve's seconds and its status."""
+    if anchors is None:
+        return {}, {}, {}
+    sec = ({int(r["target_id"]): float(r["seconds"]) for _, r in anchors.iterrows()}
+           if "seconds" in anchors else {})
+    st = ({int(r["target_id"]): _anchor_status(r) for _, r in anchors.iterrows()}
+          if "status" in anchors else {})
+    return _anchor_map(anchors, study), sec, st
 
 
 def _anchor_status(row: pd.Series) -> str:

@@ -52,17 +52,17 @@ its start stays fair.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from simcalib.errors import ConfigError, DataError
-from simcalib.metamodel.strategies.ledger import TargetRun, point_key
+from simcalib.metamodel.strategies.ledger import TargetRun, op_unproven, point_key
 from simcalib.metamodel.strategies.registry import strategy
-from simcalib.progress import eta
-from simcalib.seeds import int_seed, rng
+from simcalib.metamodel.strategies.search import Search, initial_runs, run_here
+
+__all__ = ["adopt_design", "initial_runs", "outcomes", "propose_for", "sequential_joint"]
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +81,10 @@ def check_sequential(settings: Mapping[str, Any], key: str) -> None:
         raise ConfigError(f"{key}.sequential.local_share", "must lie in [0, 1]")
     if not 0.0 < float(s["radius"]) <= 1.0:
         raise ConfigError(f"{key}.sequential.radius", "must lie in (0, 1]")
-    if s.get("final", "auto") not in FINAL_RULES:
+    if s["final"] not in FINAL_RULES:
         raise ConfigError(f"{key}.sequential.final", f"must be one of {FINAL_RULES}, got "
-                          f"{s.get('final')!r}")
-    if int(s.get("final_top", 8)) < 1:
+                          f"{s['final']!r}")
+    if int(s["final_top"]) < 1:
         raise ConfigError(f"{key}.sequential.final_top", "must be >= 1")
     from simcalib.metamodel.milp.optimize import solver_settings
 
@@ -99,14 +99,16 @@ def check_sequential(settings: Mapping[str, Any], key: str) -> None:
 FINAL_RULES = ("auto", "best_run", "ensemble")
 
 
-def final_rule(p: TargetRun, s: Mapping[str, Any]) -> str:
+def final_rule(p: TargetRun, s: Mapping[str, Any], detected: bool | None = None) -> str:
     """``best_run`` or ``ensemble``: ``auto`` is ``ensemble`` for a simulator known to
-    be stochastic (its best single run is partly noise), else ``best_run``."""
+    be stochastic (its best single run is partly noise), else ``best_run``.
+    ``detected``: what the start's repeated point showed, where the config is silent."""
     from simcalib.study.noise import known_stochastic
 
-    rule = str(s.get("final", "auto"))
+    rule = str(s["final"])
     if rule == "auto":
-        return "ensemble" if known_stochastic(p.study.cfg) else "best_run"
+        known = known_stochastic(p.study.cfg)
+        return "ensemble" if (known if known is not None else detected) else "best_run"
     return rule
 
 
@@ -136,12 +138,6 @@ def final_pick(p: TargetRun, runs: list[dict[str, Any]], ens: Any, top: int
     return cands[j]["best"], cands
 
 
-def initial_runs(budget: int, n_tunables: int, per_input: int) -> int:
-    """Size of the Sobol start: ``per_input`` runs per tunable, at most half the
-    budget, at least 2 (and never the whole budget)."""
-    return max(min(2, budget), min(per_input * n_tunables, max(2, budget // 2), budget))
-
-
 def _unit_dist(p: TargetRun, x: np.ndarray, X: np.ndarray) -> float:
     """Smallest max-norm distance of ``x`` to the rows of ``X`` (unit-scaled inputs)."""
     if len(X) == 0:
@@ -149,85 +145,37 @@ def _unit_dist(p: TargetRun, x: np.ndarray, X: np.ndarray) -> float:
     return float(np.abs(p.space.to_unit(X) - p.space.to_unit(x)[None, :]).max(axis=1).min())
 
 
-class _Pool:
-    """Every run of every target in one job, seen from one target: the runs at its
-    context (whoever paid for them) with this target's Delta."""
-
-    def __init__(self, ps: list[TargetRun]) -> None:
-        self.ps = ps
-
-    def runs(self, p: TargetRun) -> list[dict[str, Any]]:
-        out = []
-        for q in self.ps:
-            if q.target.context != p.target.context:
-                continue
-            for r in q.runs:
-                ok = r["status"] == "ok" and np.isfinite(r["y"]).all()
-                e = float(p.err(r["y"])[0]) if ok else np.inf
-                out.append({**r, "error": e, "owner": q.target.target_id})
-        return out
-
-    def best(self, p: TargetRun) -> dict[str, Any] | None:
-        ok = [r for r in self.runs(p) if np.isfinite(r["error"])]
-        return min(ok, key=lambda r: r["error"]) if ok else None
-
-    @property
-    def used(self) -> int:
-        return sum(q.used for q in self.ps)
-
-    @property
-    def budget(self) -> int:
-        return sum(q.budget for q in self.ps)
-
-
 def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
-    """Every target of a job at once: one shared Sobol start per context, one ensemble
-    retrained on every run, and each round's batch divided among the targets (each
-    proposal minimises its target's misfit); a run enters every target's data at its
-    context.  Each target's ledger pays for the runs proposed for it, so K targets
-    use at most budget x K runs in all.  Returns each target's outcome: its best run
-    among all runs at its context."""
-    import torch
+    """Every target of a job at once, in this process (the one-job path): one shared
+    Sobol start per context, one ensemble retrained on every run, and each round's
+    batch divided among the targets (each proposal minimises its target's misfit); a
+    run enters every target's data at its context.  Each target's ledger pays for the
+    runs proposed for it, so K targets use at most budget x K runs in all.  The steps
+    are :class:`~simcalib.metamodel.strategies.search.Search`'s, as in the round jobs
+    of :mod:`~simcalib.metamodel.strategies.rounds`.  Returns each target's outcome."""
+    search = Search(ps)
+    run_here(search, search.start())
+    search.after_round()
+    while search.active():
+        run_here(search, search.propose())
+        search.after_round()
+    return outcomes(search)
 
-    p0 = ps[0]
-    s = p0.settings["sequential"]
-    d = len(p0.space.tunable_names)
-    pool = _Pool(ps)
-    groups: dict[tuple[tuple[str, float], ...], list[TargetRun]] = {}
-    for p in ps:
-        groups.setdefault(tuple(sorted(p.target.context.items())), []).append(p)
-    for grp in groups.values():
-        if s["use_design"] and adopt_design(grp):
-            continue
-        # the Sobol start, shared by the targets at one context, paid in turn
-        n0 = initial_runs(sum(q.budget for q in grp), d, int(s["initial_per_input"]))
-        n0 = min(n0, sum(q.budget // 2 if q.budget >= 4 else q.budget for q in grp)) or n0
-        first = grp[0]
-        start = first.space.sample_tunables(n0, rng(first.seed, "sequential-sobol",
-                                                    first.study.name,
-                                                    first.target.target_id),
-                                            "sobol", first.target.context)
-        X = start[first.space.tunable_names].to_numpy(dtype=float)
-        for j, q in enumerate(grp):
-            mine = X[j::len(grp)][: q.left]
-            if len(mine):
-                q.simulate(mine, "sobol")
-    rule = final_rule(p0, s)
-    old = torch.get_num_threads()
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int_seed(p0.seed, "sequential", p0.study.name,
-                                       p0.target.target_id))
-            trajectory, ens = _rounds(ps, pool, s, refit=rule == "ensemble")
-    finally:
-        torch.set_num_threads(old)
+
+def outcomes(search: Search) -> list[dict[str, Any]]:
+    """Each target's outcome once every run is in: its best run among all runs at its
+    context, or for ``final: ensemble`` the ensemble's pick (:func:`final_pick`)."""
+    ps, s, pool = search.ps, search.s, search.pool
+    d = len(ps[0].space.tunable_names)
+    rule = final_rule(ps[0], s, (search.noise or {}).get("stochastic"))
+    ens = search.finish(refit=rule == "ensemble")
     outs = []
     for p in ps:
         first = p.runs[0]["x"] if p.runs else np.full(d, np.nan)
         best = pool.best(p)
         note = ""
         if rule == "ensemble" and ens is not None and best is not None:
-            pick, cands = final_pick(p, pool.runs(p), ens, int(s.get("final_top", 8)))
+            pick, cands = final_pick(p, pool.runs(p), ens, int(s["final_top"]))
             if pick is not None:
                 chosen = next(c for c in cands if c["best"] is pick)
                 note = (f" | final pick by the ensemble mean among the {len(cands)} best "
@@ -235,17 +183,18 @@ def sequential_joint(ps: list[TargetRun]) -> list[dict[str, Any]]:
                         f"{chosen['predicted']:.4g}); best run {best['error']:.4g} "
                         f"(predicted {p.predicted_error(best['x'][None, :], ens)[0]:.4g})")
                 best = pick
-        stopped = sum(c.get("sample", False) and (c["fallback"] or c["status"] != "optimal")
-                      for c in p.op_calls)
+        solves = [c for c in p.op_calls if c.get("sample", False)]
         out = {"x": first, "error": float("nan"), "status": "all_runs_failed",
                "anchor": first,
                "anchor_kind": p.runs[0]["phase"] if p.runs else "sobol",
-               "history": " ".join(t[p.target.target_id] for t in trajectory)
-               + f" | proposal MILPs stopped unproven (node/time limit): {stopped} of "
-               f"{len(p.op_calls)}" + note}
+               "history": " ".join(t[p.target.target_id] for t in search.traj)
+               + " | proposal MILPs stopped unproven (node/time limit): "
+               f"{op_unproven(solves)} of {len(solves)}" + note}
         if best is not None:
             out.update({"x": best["x"], "error": best["error"], "status": "ok",
                         "y": best["y"]})
+        if search.noise is not None:
+            out["stochastic"] = search.noise["evidence"]
         outs.append(out)
     return outs
 
@@ -293,117 +242,38 @@ def adopt_design(grp: list[TargetRun]) -> int:
 @strategy("sequential", label="Sequential", order=67, min_budget=4,
           reads=("budget", "sequential"), study_keys=("metamodel",), default=False,
           check=check_sequential, joint=sequential_joint,
-          design_key="sequential.use_design")
+          design_key="sequential.use_design", needs_metamodel=False)
 def strategy_sequential(p: TargetRun) -> dict[str, Any]:
     """One target: Sobol start, then Thompson sampling through the MILP of an
     ensemble (module doc); a job runs its targets at once (:func:`sequential_joint`)."""
     return sequential_joint([p])[0]
 
 
-def _usable(r: Mapping[str, Any]) -> bool:
-    return r["status"] == "ok" and bool(np.isfinite(r["y"]).all())
 
 
-def _rounds(ps: list[TargetRun], pool: _Pool, s: Mapping[str, Any], refit: bool = False
-            ) -> tuple[list[dict[int, str]], Any]:
-    """The proposal rounds until every budget is spent; returns each target's
-    trajectory ``runs:best`` (runs of the whole job) after the start and every round,
-    and the last ensemble (None if none was trained).  ``refit``: once more on every
-    run after the last round (for ``final: ensemble``; the runs do not change)."""
-    from simcalib.metamodel.ensemble import EnsembleSettings, fit_ensemble
-    from simcalib.metamodel.failure import fit_failure
-
-    es = EnsembleSettings.from_config(s.get("ensemble"))
-    p0 = ps[0]
-    tid0 = p0.target.target_id
-    names = list(p0.study.input_names)
-    fcfg = dict((p0.study.cfg.get("metamodel") or {}).get("failure") or {})
-    batch = int(s["batch"])
-    n_mean = int(s["mean_proposals"])
-    solver = _merge(p0.solver, s["solver"])
+def propose_for(p: TargetRun, search: Search, mean_mm: Any, fm: Any, b: int) -> np.ndarray:
+    """``b`` proposals for target ``p`` in the search's current round.  Proposal kinds
+    cycle through ``batch`` slots per target (the target's proposals so far,
+    ``search.made``): ``mean_proposals`` from the ensemble mean (``mean_mm``) in the
+    trust region around the best run at its context, then members' (Thompson
+    sampling), a ``local_share`` of them in that trust region, the rest over the whole
+    box.  One target gets every slot each round; K targets sharing a round each get
+    their share and continue the cycle in the next.  Members are drawn without
+    replacement (a permutation), so a batch no larger than the ensemble gives every
+    proposal its own member; the ensemble grows to the batch's member proposals
+    (:meth:`~simcalib.metamodel.ensemble.EnsembleSettings.for_batch`), so a batch of 64
+    still samples 63 distinct plausible simulators."""
+    s, ens = search.s, search.ens
+    tid = p.target.target_id
+    made, k, r = search.made[tid], search.round, search.rngs[tid]
+    best = search.pool.best(p)
+    batch, n_mean = int(s["batch"]), int(s["mean_proposals"])
+    solver = _merge(p.solver, s["solver"])
     # the mean of M nets is an M times wider MILP: bound tightening pays there
     solvers = (solver, _merge(solver, {"obbt": {"enabled": True, "time_limit": 2.0}}))
-    rngs = {p.target.target_id: rng(p.seed, "sequential-ts", p.study.name, p.target.target_id)
-            for p in ps}
-
-    def inputs(q: TargetRun, runs: list[dict[str, Any]]) -> np.ndarray:
-        return q.frame(np.array([r["x"] for r in runs]))[names].to_numpy(dtype=float)
-
-    ens = None
-    made = {p.target.target_id: 0 for p in ps}   # proposals so far, per target
-    best = {p.target.target_id: pool.best(p) for p in ps}
-    traj = [_points(best, pool.used)]
-    t_start, used0, k = time.perf_counter(), pool.used, 0
-    def fit(tag: int | str, warm: Any) -> Any:
-        ok = [[r for r in q.runs if _usable(r)] for q in ps]
-        X = np.vstack([inputs(q, rs) for q, rs in zip(ps, ok, strict=True) if rs])
-        Y = np.array([r["y"] for rs in ok for r in rs])
-        return fit_ensemble(X, Y, names, p0.out_names, es,
-                            seed=int_seed(p0.seed, "sequential", p0.study.name, tid0),
-                            tag=tag, warm=warm, study=p0.study.name)
-
-    while any(p.left > 0 for p in ps):
-        ok = [(q, [r for r in q.runs if _usable(r)]) for q in ps]
-        active = [p for p in ps if p.left > 0]
-        # the round's batch divided among the targets with runs left (>= 1 each)
-        share = max(1, batch // len(active))
-        fm = None
-        if sum(len(rs) for _, rs in ok) < 4:
-            # nothing to learn from yet: random points (failure-filtered)
-            for p in active:
-                p.simulate(p.sample(min(share, p.left), p.bounds()), f"round{k}")
-        else:
-            ens = fit(k, ens)
-            fm = fit_failure(np.vstack([inputs(q, q.runs) for q in ps if q.runs]),
-                             np.array([r["status"] == "ok" for q in ps for r in q.runs]),
-                             names, fcfg, seed=int_seed(p0.seed, "sequential-failure",
-                                                        p0.study.name, tid0), tag=k)
-            mean_mm = ens.mean_metamodel() if n_mean else None
-            for p in active:
-                b = min(share, p.left)
-                tid = p.target.target_id
-                props = _propose(p, pool, best[tid], s, ens, mean_mm, fm, solvers, b, n_mean,
-                                 rngs[tid], k, made[tid])
-                made[tid] += b
-                p.simulate(props, f"round{k}")
-        best = {p.target.target_id: pool.best(p) for p in ps}
-        traj.append(_points(best, pool.used))
-        k += 1
-        if ens is None:
-            continue
-        bests = [b["error"] for b in best.values() if b is not None]
-        log.info("%s sequential round %d: %d/%d runs (%d targets), best Delta %s, ensemble "
-                 "OOB R2 min %s%s; %s", p0.study.name, k, pool.used, pool.budget, len(ps),
-                 f"{bests[0]:.4g}" if len(bests) == 1 else
-                 (f"median {np.median(bests):.4g}" if bests else "n/a"),
-                 f"{ens.info['min_oob_r2']:.3f}" if ens.info.get("min_oob_r2") is not None
-                 else "n/a",
-                 f", failure classifier on ({fm.info['failed']} failed runs)" if fm else "",
-                 eta(time.perf_counter() - t_start, pool.used - used0, pool.budget - used0))
-    if refit and sum(_usable(r) for q in ps for r in q.runs) >= 4:
-        # the answer's judge sees the last round's runs too
-        ens = fit("final", ens)
-    return traj, ens
-
-
-def _points(best: Mapping[int, dict[str, Any] | None], used: int) -> dict[int, str]:
-    """Each target's trajectory point ``runs:best Delta``."""
-    return {tid: f"{used}:{b['error']:.4g}" if b else f"{used}:nan" for tid, b in best.items()}
-
-
-def _propose(p: TargetRun, pool: _Pool, best: dict[str, Any] | None, s: Mapping[str, Any],
-             ens: Any, mean_mm: Any, fm: Any, solvers: tuple[dict[str, Any], dict[str, Any]],
-             b: int, n_mean: int, r: np.random.Generator, k: int, made: int) -> np.ndarray:
-    """``b`` proposals for target ``p`` (``best``: its best run at its context).
-    Proposal kinds cycle through ``batch`` slots per target (``made`` proposals so far):
-    ``n_mean`` from the ensemble mean (``mean_mm``) in the trust region around the best
-    run, then members' (Thompson sampling), a ``local_share`` of them in that trust
-    region, the rest over the whole box.  One target gets every slot each round; K
-    targets sharing a round each get their share and continue the cycle in the next."""
-    batch = int(s["batch"])
     local_box = p.box(best["x"], float(s["radius"])) if best is not None else None
     n_local = int(round(float(s["local_share"]) * max(0, batch - n_mean)))
-    seen = np.array([q["x"] for q in pool.runs(p)])
+    seen = np.array([q["x"] for q in search.pool.runs(p)])
     out: list[np.ndarray] = []
     members = r.permutation(np.arange(len(ens)).repeat(-(-b // max(1, len(ens)))))
     for i in range(b):
