@@ -9,16 +9,15 @@ workflow gives for the same study, seed and settings.
 
     res = sequential_calibrate(sir, {"beta": (0.1, 0.5), "gamma": (0.05, 0.2)},
                                {"peak": 812.0, "peak_day": 34.0}, budget=64)
-    res.x, res.error, res.runs
+    res.x, res.error, res.runs, res.posterior
 
-Once :mod:`simcalib.metamodel.posterior` offers ``sequential_posterior`` (the
-posterior over the inputs from the same runs), ``res.posterior`` is its answer; until
-then it is None.
+``res.posterior`` is :func:`simcalib.metamodel.posterior.sequential_posterior` on the
+same runs (the workflow's ``cal_seq_posterior``): per-input intervals, R-hat/ESS, the
+"pinned down" column and whether the answer lies inside them.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,7 +94,7 @@ def sequential_calibrate(simulator: Callable[..., Any] | Mapping[str, Any],
                          observed: Mapping[str, float] | pd.Series | pd.DataFrame,
                          budget: int = 64, *, seed: int = 0,
                          settings: Mapping[str, Any] | None = None,
-                         study: str = "model") -> SequentialResult:
+                         study: str = "model", posterior: bool = True) -> SequentialResult:
     """Calibrate ``simulator`` to one ``observed`` row with ``budget`` runs of
     ``sequential`` (module doc).
 
@@ -105,7 +104,9 @@ def sequential_calibrate(simulator: Callable[..., Any] | Mapping[str, Any],
     ``studies``).  ``parameters``: ``{name: (lower, upper)}``.  ``observed``: output
     values, optionally ``sd_<output>`` (Delta in measurement sds) and
     ``weight_<output>``.  ``settings``: more of the ``calibration`` section (e.g.
-    ``{"sequential": {"batch": 8}}``), checked like a config file."""
+    ``{"sequential": {"batch": 8}}``), checked like a config file.  ``posterior``:
+    False skips the posterior (it samples for ~1 CPU-minute; ``res.posterior`` is then
+    None)."""
     from simcalib.metamodel.strategies.runner import calibrate
     from simcalib.study.model import Study
 
@@ -119,22 +120,20 @@ def sequential_calibrate(simulator: Callable[..., Any] | Mapping[str, Any],
     rec, runs = calibrate(st, mm, tdf, "sequential", cal, {"backend": "highs"}, int(seed))
     r = rec.iloc[0]
     x = {n: float(r[f"x_{n}"]) for n in st.space.tunable_names}
-    return SequentialResult(x, float(r["error"]), r, runs,
-                            _posterior(st, rec, runs, cal, int(seed)))
+    post = _posterior(st, rec, runs, tdf, cal, int(seed)) if posterior else None
+    return SequentialResult(x, float(r["error"]), r, runs, post)
 
 
 def _posterior(study: Any, records: pd.DataFrame, runs: pd.DataFrame,
-               settings: Mapping[str, Any], seed: int) -> Any:
-    """The posterior from the same runs, when simcalib offers one for sequential
-    (``simcalib.metamodel.posterior.sequential_posterior``); None until then."""
-    try:
-        mod = importlib.import_module("simcalib.metamodel.posterior")
-    except ImportError:
-        return None
-    fn = getattr(mod, "sequential_posterior", None)
-    if fn is None:
-        return None
-    return fn(study=study, records=records, runs=runs, settings=settings, seed=seed)
+               targets: pd.DataFrame, cal: Mapping[str, Any], seed: int) -> Any:
+    """The posterior from the same runs, as the workflow's ``cal_seq_posterior`` builds
+    it (``calibration.posterior`` and the sequential ensemble's settings)."""
+    from simcalib.metamodel.posterior import sequential_posterior
+
+    return sequential_posterior(study, runs, targets, records=records,
+                                cfg=cal.get("posterior"),
+                                ensemble=(cal.get("sequential") or {}).get("ensemble"),
+                                seed=seed)
 
 
 __all__ = ["SequentialResult", "sequential_calibrate"]
