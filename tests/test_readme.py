@@ -87,8 +87,5 @@ def test_readme_study_keys_are_valid(in_project: Path) -> None:
     validate_config(copy.deepcopy(config))
 
 
-@pytest.mark.xfail(strict=True, reason="a sequential-only study still needs `design` and a "
-                   "metamodel in the schema; issue 40 makes them optional (remove this mark "
-                   "once that lands)")
 def test_readme_study_validates_as_shown(in_project: Path) -> None:
     validate_config(readme_study())

@@ -421,9 +421,6 @@ def test_record_columns_are_reserved_names(study, targets):
 
     rec, runs = run(study, targets, "pts", budget=4, settings={"rescore": 1})
     own = set(study.input_names) | set(study.outputs)
-    # issue 41's record columns (Delta's scale, the detected noise): to be added to
-    # study/names.py's RESERVED_COLUMNS at the merge (a file of another helper)
-    pending = {"delta_scale", "stochastic"}
     for col in [*rec.columns, *runs.columns]:
         if col not in own and not col.startswith(GENERATED_PREFIXES):
-            assert col in RESERVED_COLUMNS | pending, col
+            assert col in RESERVED_COLUMNS, col

@@ -33,7 +33,7 @@ RESERVED_COLUMNS = frozenset({
     "strategy", "budget", "proximity", "phase", "error", "predicted_error", "distance",
     "runs", "failed_runs", "op_solves", "op_fallbacks", "op_unproven", "anchor_kind",
     "anchor_predicted_error", "anchor_distance", "seconds", "sim_seconds", "op_seconds",
-    "history", "rescored_error", "mc_sd", "selection_runs",
+    "history", "rescored_error", "mc_sd", "selection_runs", "delta_scale", "stochastic",
 })
 
 #: Prefixes simcalib puts before a parameter's or an output's name to make a column
