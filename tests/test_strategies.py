@@ -424,3 +424,13 @@ def test_record_columns_are_reserved_names(study, targets):
     for col in [*rec.columns, *runs.columns]:
         if col not in own and not col.startswith(GENERATED_PREFIXES):
             assert col in RESERVED_COLUMNS, col
+
+
+@pytest.mark.parametrize("strategy", ["rs", "pts"])
+def test_a_solver_key_typo_is_a_config_error_from_every_strategy(study, targets, strategy):
+    """Issue 40: ``rs`` (no MILP) ignored a misspelled solver option and ``pts`` only
+    logged it; now every strategy refuses it before a run, naming the key."""
+    settings = {"budget": 6, "proximity": 0.05}
+    with pytest.raises(ConfigError, match=r"solver\.time_limt.*did you mean 'time_limit'"):
+        st.calibrate(study, FakeMM(), targets, strategy, settings, {"time_limt": 3}, SEED,
+                     optimize_fn=fake_optimize)

@@ -312,6 +312,16 @@ def rescore(study: Study, mm: Any, target: Target, x: np.ndarray, k: int, seed: 
     return float((np.abs(Y - target.z) / scale).sum(axis=1).mean())
 
 
+def check_solver(solver: Mapping[str, Any]) -> None:
+    """The solver option set checked where a calibration starts, whatever the strategy
+    (``rs`` never solves a MILP, ``pts`` only after its first runs): a misspelled option
+    is a ConfigError naming it before any run is spent, as ``optimize()`` and
+    ``mm-optimize`` raise it (issue 40)."""
+    from simcalib.metamodel.milp.settings import SolverSettings
+
+    SolverSettings.build(solver, "solver")
+
+
 def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
               settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
               proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
@@ -371,6 +381,7 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
     (the last step of a search run as round jobs:
     :mod:`~simcalib.metamodel.strategies.rounds`)."""
     check_compatible(study, mm)
+    check_solver(solver)
     settings = merged_settings(settings)
     prox = float(settings["proximity"] if proximity is None else proximity)
     check_settings(strategy, int(settings["budget"]), prox, settings)
@@ -508,6 +519,7 @@ def compute_anchors(study: Study, mm: Any, targets: pd.DataFrame, solver: Mappin
     its points are reused instead of solving the same MILPs again (a target with its
     own output weights or sds is solved here, since op.csv does not weight them)."""
     check_compatible(study, mm)
+    check_solver(solver)
     settings = merged_settings({})
     rows = []
     tlist = read_targets(targets, study, mm, source)
