@@ -28,6 +28,7 @@ from simcalib.metamodel.milp.bounds import tighten_bounds
 from simcalib.metamodel.milp.formulation import build_milp
 from simcalib.metamodel.milp.problem import build_problem
 from simcalib.metamodel.milp.series_misfit import append_to_model, misfit_from_basis
+from simcalib.metamodel.milp.settings import SolverSettings
 from simcalib.metamodel.training import train_metamodel
 from simcalib.simulators.epidemic import (
     INPUTS,
@@ -61,7 +62,7 @@ def solve(problem, append=None):
     if append is not None:
         append(m)
     t0 = time.process_time()  # CPU seconds: HiGHS runs on this thread (a busy machine
-    raw = highs_backend.solve(m, SOLVER)  # stretches wall time, not CPU time)
+    raw = highs_backend.solve(m, SolverSettings.build(SOLVER))  # stretches wall, not CPU)
     return m, raw, time.process_time() - t0
 
 

@@ -19,6 +19,7 @@ from simcalib.metamodel.milp.series_misfit import (
     build_misfit,
     misfit_from_basis,
 )
+from simcalib.metamodel.milp.settings import SolverSettings
 
 SOLVER = {"time_limit": 60.0, "mip_gap_abs": 1e-9, "threads": 1}
 
@@ -71,7 +72,7 @@ def test_lp_in_a_box_equals_brute_force():
     m = MILPModel()
     wc = m.add_cols(2, lo, hi)
     e = append_to_model(m, wc, mis)
-    raw = highs_backend.solve(m, SOLVER)
+    raw = highs_backend.solve(m, SolverSettings.build(SOLVER))
     assert raw.status == "optimal" and np.isclose(raw.objective, obj, atol=1e-9)
     assert m.n_rows == 2 * len(z) and m.n_cols == 2 + len(z) and len(e) == len(z)
 
@@ -149,7 +150,7 @@ def test_misfit_on_a_relu_network_is_the_milp_objective():
     z = mu + B @ w_true + 0.05 * rng.normal(size=25)
     mis = build_misfit(B, mu, z, np.full(25, 0.5))
     m = series_milp(problem, mis, off, sc)
-    raw = highs_backend.solve(m, SOLVER)
+    raw = highs_backend.solve(m, SolverSettings.build(SOLVER))
     assert raw.status == "optimal"
     x = raw.values[m.x]
     f = lambda xs: mis.value(off + sc * problem.forward(xs)[-1])  # noqa: E731

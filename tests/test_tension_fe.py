@@ -71,7 +71,7 @@ def _wide(src: str, n: int, rng: np.random.Generator) -> pd.DataFrame:
 def test_long_table_splits_by_design_order() -> None:
     rng = np.random.default_rng(0)
     sets = {s: _wide(s, n, rng) for s, n in (("s0", 16), ("s1", 31), ("s2", 31))}
-    params = {"n_test": 5, "val_fraction": 0.25, "u_max": 0.6, "n_steps": 3}
+    params = {"n_test": 5, "val_fraction": 0.25, "u_max": 0.6, "n_steps": 3, "noise_rel": 0.0}
     df = H.from_runs(sets, params, rng)
     s0 = df[df.source == "s0"]
     # 15 ok runs: 5 test, 10 left -> 2 val, 8 train; 3 rows (steps) each
