@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from simcalib.metamodel import strategies as st  # noqa: E402
 from simcalib.study import Study  # noqa: E402
 from simcalib.study.simulation import simulate_rows  # noqa: E402
-from tests.test_calibration_threads import AWK, CFG, QuadMM  # noqa: E402
+from tests.fixtures.quad import AWK, CFG, QuadMM  # noqa: E402
 
 
 def main() -> int:

@@ -20,53 +20,9 @@ import yaml
 
 from simcalib.config import load_yaml, validate_config
 from simcalib.errors import ConfigError
+from tests.fixtures.configs import BASE, DEL, OSC, _patched
 
 REPO = Path(__file__).resolve().parents[1]
-OSC = str(REPO / "resources" / "example_simulator" / "oscillator.py")
-DEL = object()  # a patch value that removes the key
-
-BASE: dict[str, Any] = {
-    "seed": 3,
-    "solvers": {"highs-default": {"backend": "highs", "time_limit": 5,
-                                  "options": {"presolve": "on"}}},
-    "studies": {
-        "rb": {
-            "simulator": {"type": "rosenbrock"},
-            "parameters": {"x": {"lower": "a - 1", "upper": "a + 1"},
-                           "y": {"lower": "a**2 - 5", "upper": "a**2 + 5"}},
-            "contexts": {"a": {"values": [5, 10]}, "b": {"values": [10, 20]}},
-            "constraints": ["x + y >= 0"],
-            "design": {"n": 16, "chunk_size": 16},
-            "targets": {"n": 2},
-            "extra_targets": {"oos": {"n": 2, "contexts": {"a": [12]}}},
-            "metamodel": {"hidden": [4], "epochs": 2},
-            "optimize": {"solver": "highs-default"},
-            "calibration": {"enabled": True, "budget": 4, "extra_targets": ["oos"],
-                            "sweep": [0.5]},
-        },
-        "osc": {
-            "simulator": {"type": "command", "options": {
-                "command": [OSC, "--config", "{input_file}", "--output", "{output_file}"],
-                "input_file": {"name": "config.txt", "format": "lines",
-                               "extra": {"seed": "{seed}"}},
-                "output_file": "Summary0",
-                "parser": "keyvalue",
-                "output_map": {"Peak displacement": "peak_displacement",
-                               "Peak time": "peak_time"},
-                "timeout": 60}},
-            "parameters": {"mass": {"lower": 0.5, "upper": 2.0},
-                           "stiffness": {"lower": 1.0, "upper": 10.0}},
-            "outputs": ["peak_displacement", "peak_time"],
-            "design": {"n": 4},
-            "targets": {"n": 1},
-        },
-    },
-    "bayes": {"settings": ["two_mass"], "methods": ["koh"], "replications": 1,
-              "sampler": {"iterations": 200, "burn_in": 100}},
-    "multisource": {"fit": {"epochs": 20}},
-    "report": {},
-}
-
 RB = "studies.rb"
 OPT = "studies.osc.simulator.options"
 HD = "solvers.highs-default"
@@ -294,23 +250,6 @@ RAW_CASES: list[tuple[str, str, str]] = [
      "  sampler: {iterations: 10}\n", "bayes.sampler"),  # new
     ("dup-in-sequence-item", "seed: 1\nx:\n  - {a: 1, a: 2}\n", "x.0.a"),  # new
 ]
-
-
-def _patched(patch: dict[str, Any]) -> dict[str, Any]:
-    cfg = copy.deepcopy(BASE)
-    for dotted, value in patch.items():
-        node = cfg
-        head, _, last = dotted.rpartition(".")
-        if dotted.startswith("studies.../"):  # a study name that contains dots
-            cfg["studies"][dotted[len("studies."):]] = value
-            continue
-        for part in head.split(".") if head else []:
-            node = node.setdefault(part, {})
-        if value is DEL:
-            node.pop(last, None)
-        else:
-            node[last] = value
-    return cfg
 
 
 def test_base_config_is_valid() -> None:

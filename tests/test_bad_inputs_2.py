@@ -18,7 +18,6 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from test_bad_configs import _patched
 
 from simcalib import io
 from simcalib.bayes.data import read_obs
@@ -39,6 +38,7 @@ from simcalib.study.merge import read_chunk
 from simcalib.study.model import Study
 from simcalib.study.observations import read_observations
 from simcalib.study.simulation import run_chunk
+from tests.fixtures.configs import _patched
 
 RB = "studies.rb"
 OSC = "studies.osc"

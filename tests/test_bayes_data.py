@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -23,41 +22,7 @@ from simcalib.bayes.models import build_setting
 from simcalib.bayes.ode import ODEModel, finite_difference_sensitivities
 from simcalib.cli import main as cli_main
 from simcalib.errors import ConfigError, DataError
-
-DECAY = textwrap.dedent('''
-    from simcalib.bayes import ODEModel, Setting
-
-
-    def rhs(t, z, th, m):
-        gamma, delta, x0 = th
-        return [-gamma * z[0] + delta * z[1], 0 * z[1]]
-
-
-    def setting():
-        model = ODEModel(rhs, ["x", "one"], ["gamma", "delta", "x0"], z0=["x0", 1.0])
-        return Setting("decay", model, ["x"], {"gamma": (0.01, 2.0), "delta": (0.0, 5.0),
-                       "x0": (1.0, 500.0)}, t_end=1.0)
-
-
-    def wrong_length():
-        model = ODEModel(lambda t, z, th, m: [z[0], z[0], z[0]], ["x"], ["k"], [1.0])
-        return Setting("w", model, ["x"], {"k": (0.0, 1.0)}, t_end=1.0)
-
-
-    def reserved():
-        model = ODEModel(lambda t, z, th, m: [-th[0] * z[0]], ["x"], ["hyper_gamma"], [1.0])
-        return Setting("r", model, ["x"], {"hyper_gamma": (0.0, 1.0)}, t_end=1.0)
-''')
-
-
-def _decay_data(path: Path, scale: float = 1.0, seed: int = 0) -> np.ndarray:
-    """The truth is NOT the fitted model: decay to a floor plus a slow wiggle."""
-    t = np.linspace(0.0, 12.0, 20)
-    g = np.random.default_rng(seed)
-    x = 120 * np.exp(-0.35 * t) + 6 + 3 * np.sin(0.8 * t)
-    y = scale * (x + 2.0 * g.standard_normal(len(t)))
-    pd.DataFrame({"time": t, "x": y}).to_csv(path, index=False)
-    return y
+from tests.fixtures.bayes_data import DECAY, _decay_data
 
 
 @pytest.fixture()

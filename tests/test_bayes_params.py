@@ -14,7 +14,7 @@ import yaml
 
 from simcalib.bayes.params import data_params, replication_params, run_params
 from simcalib.config import schema_defaults
-from tests.test_bayes_data import DECAY
+from tests.fixtures.bayes_data import DECAY
 
 
 def _config(bayes: dict) -> dict:

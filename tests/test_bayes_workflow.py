@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import TINY, run_snakemake
-from tests.test_bayes_data import DECAY, _decay_data
+from tests.fixtures.bayes_data import DECAY, _decay_data
 
 pytestmark = pytest.mark.slow
 

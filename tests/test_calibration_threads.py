@@ -10,27 +10,7 @@ import pandas as pd
 from simcalib.metamodel import strategies as st
 from simcalib.study import Study
 from simcalib.study.simulation import simulate_rows
-
-# a noisy quadratic as an external program: the seed enters the output, so a run that
-# got another run's seed would change the records
-AWK = "BEGIN {{ print \"q: \" (({x} - 0.3)^2 + {y} + ({seed} % 1000) / 1e4) }}"
-CFG = {"simulator": {"type": "command", "options": {
-           "command": ["awk", AWK], "output_file": "-", "parser": "keyvalue",
-           "timeout": 30}},
-       "parameters": {"x": {"lower": 0, "upper": 1}, "y": {"lower": 0, "upper": 1}},
-       "outputs": ["q"], "noise": {"stochastic": True}}
-
-
-class QuadMM:
-    """Stand-in metamodel of the quadratic (no noise)."""
-
-    input_names = ["x", "y"]
-    output_names = ["q"]
-    y_mean, y_std = np.array([0.5]), np.array([0.3])
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        return ((X[:, 0] - 0.3) ** 2 + X[:, 1])[:, None]
+from tests.fixtures.quad import CFG, QuadMM
 
 
 def test_threads_give_the_serial_records():

@@ -111,3 +111,19 @@ def test_no_import_cycles():
 def test_the_checker_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared fixtures live in conftest.py or tests/fixtures/ (issue 40): a test module
+    imported by another runs its module-level code twice and couples two files' tests;
+    benchmarks import fixtures, never tests."""
+    root = SRC.parent
+    offenders = []
+    for path in [*root.joinpath("tests").rglob("*.py"), *root.joinpath("benchmarks").glob("*.py")]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            offenders += [f"{path.relative_to(root)}: {n}" for n in names
+                          if n.split(".")[-1].startswith("test_") or ".test_" in n]
+    assert not offenders, offenders

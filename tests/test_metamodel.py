@@ -5,25 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel.model import Metamodel
 from simcalib.metamodel.training import fine_tune, train_metamodel
-
-FAST = {"hidden": [16, 16], "epochs": 150, "batch_size": 64, "patience": 40, "lr": 5e-3,
-        "threads": 1, "solvable": {"enabled": False}}  # solvable: tests/test_solvable.py
-
-
-def _data(n: int = 600, seed: int = 0) -> pd.DataFrame:
-    r = np.random.default_rng(seed)
-    X = r.uniform(-1, 1, (n, 3))
-    df = pd.DataFrame(X, columns=["a", "b", "c"])
-    df["p"] = 10 + 3 * X[:, 0] + X[:, 1] ** 2
-    df["q"] = 1000 * (X[:, 2] * X[:, 0]) - 50
-    df["status"] = "ok"
-    return df
+from tests.fixtures.toy_data import FAST, _data
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from simcalib.metamodel.model import Metamodel
 from simcalib.metamodel.training import train_metamodel
 from simcalib.study import Study
 from simcalib.study.simulation import make_design, simulate_rows
-from tests.test_strategies_cli import CFG
+from tests.fixtures.rosen_cli import CFG
 
 SEED = 5
 # the Rosenbrock study of test_strategies_cli.py, without its simulated targets

@@ -8,7 +8,6 @@ import logging
 import numpy as np
 import pytest
 import torch
-from test_metamodel import FAST, _data
 
 from simcalib.metamodel.milp import build_problem, highs_backend, optimize
 from simcalib.metamodel.milp.bounds import tighten_bounds
@@ -19,6 +18,7 @@ from simcalib.metamodel.solvable import interval_preacts, rs_penalty
 from simcalib.metamodel.training import train_metamodel
 from simcalib.seeds import rng
 from simcalib.study.space import build_space
+from tests.fixtures.toy_data import FAST, _data
 
 HIGHS = {"backend": "highs", "time_limit": 30, "threads": 1,
          "warm_start": {"samples": 2000, "local": 2, "starts": 4}}

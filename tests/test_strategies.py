@@ -9,7 +9,6 @@ the end-to-end path with the real metamodel and MILP is in test_strategies_cli.p
 from __future__ import annotations
 
 import importlib.util
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -19,73 +18,32 @@ from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel import strategies as st
 from simcalib.metamodel.strategies.adaptive import at_region_edge, round_sizes
 from simcalib.metamodel.strategies.summary import trust_warnings
-from simcalib.simulators.rosenbrock import rosenbrock
 from simcalib.study import Study
 from simcalib.study.simulation import simulate_rows
-
-SEED = 11
+from tests.fixtures.strategies import (
+    ROSEN,
+    SEED,
+    FakeMM,
+    fake_optimize,
+    rosen_study,
+    rosen_targets,
+)
 
 #: every registered strategy whose optional extra is installed (gpbo needs BoTorch)
 AVAILABLE = [s for s in st.names()
              if s != "gpbo" or importlib.util.find_spec("botorch") is not None]
 
-ROSEN = {
-    "simulator": {"type": "rosenbrock", "options": {}},
-    "parameters": {"x": {"lower": "a - 1", "upper": "a + 1"},
-                   "y": {"lower": "a**2 - 5", "upper": "a**2 + 5"}},
-    "contexts": {"a": {"values": [5, 10]}, "b": {"values": [10, 20]}},
-    "constraints": [],
-}
 
-
-class FakeMM:
-    """Stand-in metamodel: Rosenbrock plus a smooth bias (an imperfect surrogate)."""
-
-    input_names = ["x", "y", "a", "b"]
-    output_names = ["f"]
-
-    def __init__(self, bias: float = 0.3) -> None:
-        self.bias = bias
-        self.y_mean = np.array([300.0])
-        self.y_std = np.array([500.0])
-        self.x_mean = np.zeros(4)
-        self.x_std = np.ones(4)
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        x, y, a, b = X.T
-        f = rosenbrock(x, y, a, b)
-        return (f * (1 + 0.05 * np.sin(x)) + self.bias * 100 * (x - a))[:, None]
-
-
-def fake_optimize(mm, space, target, context, solver, box=None, weights=None,
-                  warm_start=None, seed=0):
-    """Stand-in OP: the best of 4000 metamodel evaluations in the box."""
-    r = np.random.default_rng(seed)
-    df = space.sample_tunables(4000, r, "uniform", context, box)
-    X = df[space.input_names].to_numpy(dtype=float)
-    z = np.array([target[o] for o in mm.output_names])
-    pe = (np.abs(mm.predict(X) - z) / mm.y_std).sum(axis=1)
-    i = int(np.argmin(pe))
-    return SimpleNamespace(x=df[space.tunable_names].to_numpy()[i], predicted=mm.predict(X[i]),
-                           objective=float(pe[i]), status="optimal")
 
 
 @pytest.fixture(scope="module")
 def study() -> Study:
-    return Study("rosen", ROSEN)
+    return rosen_study()
 
 
 @pytest.fixture(scope="module")
 def targets(study: Study) -> pd.DataFrame:
-    r = np.random.default_rng(3)
-    rows = []
-    for a, b in [(5, 10), (10, 20), (5, 20)]:
-        df = study.space.sample_tunables(1, r, "uniform", {"a": a, "b": b})
-        rows.append(df)
-    t = pd.concat(rows, ignore_index=True)[study.input_names]
-    t.insert(0, "target_id", np.arange(len(t)))
-    return simulate_rows(study, t, SEED, stream="targets", id_column="target_id")
+    return rosen_targets(study)
 
 
 def run(study, targets, strategy, budget=12, proximity=0.05, **kw):

@@ -16,18 +16,9 @@ from simcalib.cli import main
 from simcalib.metamodel.training import train_metamodel
 from simcalib.study import Study
 from simcalib.study.simulation import make_design, make_targets, simulate_rows
+from tests.fixtures.rosen_cli import CFG
 
 SEED = 3
-CFG = {
-    "simulator": {"type": "rosenbrock", "options": {}},
-    "parameters": {"x": {"lower": "a - 1", "upper": "a + 1"},
-                   "y": {"lower": "a**2 - 5", "upper": "a**2 + 5"}},
-    "contexts": {"a": {"values": [5, 10]}, "b": {"values": [10, 20]}},
-    "constraints": [],
-    "design": {"method": "sobol", "n": 64, "per_level": True},
-    "targets": {"n": 2},
-    "extra_targets": {"oos": {"n": 2, "contexts": {"a": [7], "b": [15]}}},
-}
 SOLVER = {"time_limit": 10, "obbt": {"enabled": False}, "warm_start": {"samples": 500}}
 
 

@@ -19,9 +19,21 @@ from simcalib.metamodel.strategies import registry as reg
 from simcalib.metamodel.strategies.ledger import TargetRun, choose
 from simcalib.metamodel.strategies.runner import calibrate
 from simcalib.metamodel.strategies.summary import summarize
-from tests.test_strategies import SEED, FakeMM, fake_optimize, study, targets  # noqa: F401
+from simcalib.study import Study
+from tests.fixtures.strategies import SEED, FakeMM, fake_optimize, rosen_study, rosen_targets
 
 BUILTIN = ["rs", "op", "stp", "pts", "adaptive", "blackbox"]
+
+
+@pytest.fixture(scope="module")
+def study() -> Study:
+    return rosen_study()
+
+
+@pytest.fixture(scope="module")
+def targets(study: Study) -> pd.DataFrame:
+    return rosen_targets(study)
+
 
 
 def nested_pts(p: TargetRun) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from simcalib.metamodel.strategies.ledger import TargetRun, op_unproven
+from simcalib.metamodel.strategies.proposals import adopt_design, propose_for
 from simcalib.progress import eta
 from simcalib.seeds import int_seed, rng
 
@@ -103,8 +104,6 @@ class Search:
     def start(self) -> Proposals:
         """Adopt the study's design runs (``use_design``) or draw the Sobol start, one
         per context, split among the targets there in turn."""
-        from simcalib.metamodel.strategies.sequential import adopt_design
-
         self.started = True
         s, d = self.s, len(self.p0.space.tunable_names)
         groups: dict[tuple[tuple[str, float], ...], list[TargetRun]] = {}
@@ -234,8 +233,6 @@ class Search:
                                                self.p0.study.name,
                                                self.p0.target.target_id), tag=k)
                 self.fm_info = fm.info if fm is not None else None
-                from simcalib.metamodel.strategies.sequential import propose_for
-
                 mean_mm = (self.ens.mean_metamodel(self._settings().members)
                            if int(self.s["mean_proposals"]) else None)
                 for p in active:
