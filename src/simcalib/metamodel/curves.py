@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from simcalib.errors import DataError
 from simcalib.metamodel.basis import SeriesBasis, fit_basis
 from simcalib.metamodel.model import DTYPE, Metamodel
 from simcalib.study.series import parse_column
@@ -69,9 +70,14 @@ def fit_bases(Y: np.ndarray, outputs: Sequence[str], rows: np.ndarray,
     out = {}
     for name, idx in groups.items():
         points = np.array([parse_column(outputs[j])[1] for j in idx])  # type: ignore[index]
-        out[name] = fit_basis(Y[np.ix_(rows, idx)], points, name,
-                              variance=float(opts.get("variance", 0.999)),
-                              max_components=opts.get("max_components"))
+        try:
+            out[name] = fit_basis(Y[np.ix_(rows, idx)], points, name,
+                                  variance=float(opts.get("variance", 0.999)),
+                                  max_components=opts.get("max_components"))
+        except DataError as exc:
+            raise DataError(exc.source, f"{exc.message} (the basis is fitted on the "
+                            f"metamodel's training split: {len(rows)} of the dataset's "
+                            f"{len(Y)} usable runs)") from None
     return out
 
 

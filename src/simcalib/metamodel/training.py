@@ -350,7 +350,12 @@ def _train_series(df: pd.DataFrame, input_names: Sequence[str], output_names: Se
     te, _, tr = split(len(X), c, seed, study)
     bases = curves.fit_bases(Y, output_names, tr, c)
     reduced, names = curves.reduced_frame(X, Y, input_names, output_names, bases)
-    inner, inner_metrics = train_metamodel(reduced, input_names, names, cfg, seed, study)
+    level = log.level  # the inner network's own verdict is on weights: not shown
+    log.setLevel(logging.ERROR)
+    try:
+        inner, inner_metrics = train_metamodel(reduced, input_names, names, cfg, seed, study)
+    finally:
+        log.setLevel(level)
     P = curves.fold(inner, output_names, bases, {}).predict(X[te])
     r2 = r2_scores(Y[te], P)
     resid = Y[te] - P
