@@ -246,3 +246,38 @@ def test_random_search_scores_curves_with_per_series_weights():
     want = (np.abs(y - z) / mm.y_std).sum() / len(T)    # the series counts once
     assert rec["error"].iloc[0] == pytest.approx(want, rel=1e-12)
     assert rec["status"].iloc[0] == "ok" and np.isfinite(rec["distance"].iloc[0])
+
+
+def test_a_basis_that_must_truncate_reports_its_error():
+    from simcalib.metamodel.training import train_metamodel
+
+    st = study(outputs=())
+    data = simulate_rows(st, design(60), 1)
+    cfg = {**FAST, "epochs": 20, "series": {"max_components": 1}}
+    _, m = train_metamodel(data, st.input_names, st.outputs, cfg, 0, "lin")
+    rec = m["series"]["y"]
+    assert rec["components"] == 1
+    # a + b t: one component leaves a's direction out, a small share of the variance
+    # (b t dominates) but a recorded error, where two components have none (< 1e-9)
+    assert 1e-4 < rec["basis_unexplained"] < 0.01
+    assert 0.02 < rec["basis_cv_relative"] < 0.2
+
+
+def test_op_on_the_folded_metamodel_finds_the_curve_inputs():
+    """The MILP sees an ordinary ReLU metamodel (the decode is its last layer): OP on a
+    curve works unchanged, one |.| term per point."""
+    from simcalib.config import load_config
+    from simcalib.io import PACKAGE_ROOT
+    from simcalib.metamodel.strategies.runner import calibrate
+    from simcalib.metamodel.training import train_metamodel
+
+    st = study(outputs=())
+    data = simulate_rows(st, design(100), 1)
+    mm, _ = train_metamodel(data, st.input_names, st.outputs, FAST, 0, "lin")
+    truth = pd.DataFrame({"target_id": [0], "a": [0.2], "b": [0.5]})
+    targets = simulate_rows(st, truth, 5, stream="targets", id_column="target_id")
+    solver = load_config(PACKAGE_ROOT / "config/config.yaml")["solvers"]["highs-default"]
+    rec, _ = calibrate(st, mm, targets, "op", {"budget": 1}, solver, 3)
+    assert rec["op_unproven"].iloc[0] == 0
+    assert rec["predicted_error"].iloc[0] < 1e-6       # the metamodel's curve hits z
+    assert rec["distance"].iloc[0] < 0.1
