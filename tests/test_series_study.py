@@ -117,6 +117,9 @@ def test_long_observations_become_one_row_per_target_with_unobserved_points(tmp_
     p = _long_file(tmp_path, OBS)
     st = study(series={"y": "t"}, outputs=(), targets={"file": str(p)})
     assert st.outputs == ["y@1", "y@2", "y@3"]          # the observed points
+    from simcalib.study.series_study import series_params
+
+    assert series_params(st.cfg, st.key) == {"y": {"index": "t", "points": [1.0, 2.0, 3.0]}}
     tab = read_observations(p, st.outputs, [], st.space.tunable_names, "k", series=st.series)
     assert tab["target_id"].tolist() == [0, 1]
     assert tab.loc[1, "y@2"] == 5.0 and np.isnan(tab.loc[1, "y@1"])
@@ -180,6 +183,9 @@ def test_linear_curve_recovered_through_training_and_decode(tmp_path):
     rec = m["series"]["y"]
     assert rec["components"] == 2 and rec["basis_cv_relative"] < 1e-9
     assert rec["test_r2"] > 0.99 and m["r2_ok"]
+    from simcalib.metamodel.training import heldout_rows
+
+    assert len(heldout_rows(data, mm, 0)) == m["n_test"]   # the posterior's test rows
     assert set(m["test_r2"]) == set(st.outputs)        # per point, as for any output
     verdict = trust.judge(mm.info)
     assert "y" in verdict.test_r2 and "y@3" not in verdict.test_r2   # judged per series

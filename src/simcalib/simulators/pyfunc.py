@@ -204,6 +204,21 @@ def _long_form(res: pd.DataFrame, series: Mapping[str, Any]) -> bool:
     return any(s.index in res.columns for s in series.values())
 
 
+def _outputs(options: Mapping[str, Any], study: Mapping[str, Any], series: Mapping[str, Any],
+             key: str) -> list[str]:
+    """The function's outputs: the scalars listed, then every series' point columns."""
+    outputs = list(options.get("outputs") or study.get("outputs") or [])
+    if not series:
+        return outputs
+    from simcalib.study.series_study import series_outputs
+
+    if options.get("isolate") is True:
+        raise ConfigError(f"{key}.isolate", "series outputs are not read from an isolated "
+                          "function yet: drop 'isolate' (or return the curve as scalar "
+                          "columns)")
+    return [*(o for o in outputs if o not in series), *series_outputs(series)]
+
+
 def _series(study: Mapping[str, Any], key: str) -> dict[str, Any]:
     """The study's series (points resolved by the study: simulator_cfg)."""
     if not study.get("series"):
@@ -234,15 +249,7 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any
     if "function" not in options:
         raise ConfigError(f"{key}.function", "required: 'package.module:function'")
     series = _series(study, key)
-    outputs = list(options.get("outputs") or study.get("outputs") or [])
-    if series:
-        from simcalib.study.series_study import series_outputs
-
-        if isinstance(options.get("isolate"), bool) and options["isolate"]:
-            raise ConfigError(f"{key}.isolate", "series outputs are not read from an "
-                              "isolated function yet: drop 'isolate' (or return the curve "
-                              "as scalar columns)")
-        outputs = [*(o for o in outputs if o not in series), *series_outputs(series)]
+    outputs = _outputs(options, study, series, key)
     if not outputs:
         raise ConfigError(f"{key}.outputs", "list the outputs the function returns "
                           "(or give the study's 'outputs')")

@@ -91,3 +91,13 @@ def simulator_cfg(cfg: Mapping[str, Any], specs: Mapping[str, SeriesSpec]
         out["series"] = {n: {"index": s.index, "points": list(s.points or ())}
                          for n, s in specs.items()}
     return out
+
+
+def series_params(cfg: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """The study's ``series`` with its points resolved, for a workflow rule's
+    ``--params`` (None without series).  Why resolved: a rule that simulates must not
+    read the observation files (a new targets file would then re-run the design); it
+    reruns only when the points themselves change."""
+    if not cfg.get("series"):
+        return None
+    return simulator_cfg(cfg, resolve_series(cfg, key))["series"]
