@@ -287,3 +287,25 @@ def test_op_on_the_folded_metamodel_finds_the_curve_inputs():
     assert rec["op_unproven"].iloc[0] == 0
     assert rec["predicted_error"].iloc[0] < 1e-6       # the metamodel's curve hits z
     assert rec["distance"].iloc[0] < 0.1
+
+
+def test_observed_days_the_epidemic_lacks_name_the_observations_file(tmp_path):
+    from simcalib.simulators import epidemic
+
+    p = _long_file(tmp_path, "target_id,day,cases\n0,5,10\n0,400,3\n")
+    ps = {n: {"lower": lo, "upper": hi, "integer": it}
+          for n, (lo, hi, it) in epidemic.INPUTS.items()}
+    with pytest.raises(DataError, match=r"obs\.csv \(studies\.ep\.targets\.file\).*400"):
+        Study("ep", {"simulator": {"type": "epidemic"}, "parameters": ps,
+                     "series": {"cases": "day"}, "targets": {"file": str(p)}})
+
+
+def test_a_nan_in_a_simulated_curve_is_a_failed_run_not_data():
+    def hole(df):
+        return pd.DataFrame({"y": [[np.nan if (a > 0.5 and t == 3) else t for t in T]
+                                   for a in df["a"]]})
+
+    rows = pd.DataFrame({"run_id": [0, 1], "a": [0.1, 0.9], "b": [0.0, 0.0]})
+    out = simulate_rows(study(hole, outputs=()), rows, 1)
+    assert out["status"].tolist() == ["ok", "nan_output"]
+    assert "y@3" in out["message"].iloc[1]

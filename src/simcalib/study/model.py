@@ -19,7 +19,12 @@ from simcalib.errors import ConfigError
 from simcalib.simulators import Simulator, build_simulator, study_outputs
 from simcalib.study.names import check_study_names, study_derived
 from simcalib.study.series import SeriesSpec
-from simcalib.study.series_study import resolve_series, series_outputs, simulator_cfg
+from simcalib.study.series_study import (
+    observed_points_error,
+    resolve_series,
+    series_outputs,
+    simulator_cfg,
+)
 from simcalib.study.space import Space, build_space
 
 #: What a study built from Python must name (a config file's study also needs a design
@@ -79,7 +84,10 @@ class Study:
 
     @cached_property
     def simulator(self) -> Simulator:
-        return build_simulator(simulator_cfg(self.cfg or {}, self.series), self.key)
+        try:
+            return build_simulator(simulator_cfg(self.cfg or {}, self.series), self.key)
+        except ConfigError as exc:
+            raise observed_points_error(exc, self.cfg or {}, self.key) from None
 
     @cached_property
     def outputs(self) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from simcalib.errors import ConfigError
+from simcalib.errors import ConfigError, DataError
 from simcalib.study.series import SeriesSpec, parse_series, read_series_observations
 
 
@@ -75,6 +75,22 @@ def resolve_series(cfg: Mapping[str, Any], key: str) -> dict[str, SeriesSpec]:
                               "{from: 1, to: 60}) or observed targets (targets.file)")
         out[name] = replace(spec, points=tuple(seen[name].tolist()))
     return out
+
+
+def observed_points_error(exc: ConfigError, cfg: Mapping[str, Any], key: str) -> Exception:
+    """A simulator's complaint about ``series.<name>.points`` where the points came from
+    the observations (none declared) names the observation file(s), not a key the user
+    never wrote; any other error is returned as it is."""
+    from simcalib.study.observations import set_key, target_sets
+
+    name = exc.path.removeprefix(f"{key}.series.").removesuffix(".points")
+    decl = (cfg.get("series") or {}).get(name)
+    if not exc.path.endswith(".points") or decl is None or (
+            isinstance(decl, Mapping) and decl.get("points") is not None):
+        return exc
+    files = [f"{tcfg['file']} ({set_key(key, w)}.file)" for w, tcfg in target_sets(cfg).items()
+             if (tcfg or {}).get("file")]
+    return DataError(", ".join(files) or exc.path, exc.message)
 
 
 def series_outputs(specs: Mapping[str, SeriesSpec]) -> list[str]:
