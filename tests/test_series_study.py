@@ -217,9 +217,16 @@ def test_stochastic_curve_is_judged_against_its_noise_ceiling():
     noise = noise_from_probe(probe, st.outputs)
     assert set(noise["series_diff"]) == {"y"}
     np.testing.assert_allclose(np.mean(list(noise["var"].values())), 0.01, rtol=0.3)
-    _, m = train_metamodel(data, st.input_names, st.outputs, FAST, 0, "noisy",
+    # a variance threshold that keeps noise components: the probe cuts them (the
+    # curve is a + b t: two components of signal, the rest is the N(0, 0.1^2) noise)
+    loose = {**FAST, "epochs": 60, "series": {"variance": 0.999999}}
+    Y = data[st.outputs].to_numpy()
+    k0 = curves.fit_bases(Y, st.outputs, np.arange(len(Y)), loose)["y"].k
+    _, m = train_metamodel(data, st.input_names, st.outputs, loose, 0, "noisy",
                            noise={**noise, "stochastic": True})
+    assert k0 > 2 and m["series"]["y"]["components"] == 2
     rec = m["series"]["y"]["noise"]
+    assert rec["cut_from_components"] > 2
     # the curve's spread is ~3 per point against noise 0.1: a ceiling near 1
     assert 0.99 < rec["ceiling"] < 1.0
     assert len(rec["weight_ceiling"]) == m["series"]["y"]["components"]

@@ -348,7 +348,7 @@ def _train_series(df: pd.DataFrame, input_names: Sequence[str], output_names: Se
         raise DataError("dataset", f"only {len(X)} usable rows (status ok, finite); need "
                         f">= 10 ({failure_digest(df)})")
     te, _, tr = split(len(X), c, seed, study)
-    bases = curves.fit_bases(Y, output_names, tr, c)
+    bases = curves.fit_bases(Y, output_names, tr, c, noise)
     reduced, names = curves.reduced_frame(X, Y, input_names, output_names, bases)
     level = log.level  # the inner network's own verdict is on weights: not shown
     log.setLevel(logging.ERROR)
