@@ -90,7 +90,7 @@ def observed_points_error(exc: ConfigError, cfg: Mapping[str, Any], key: str) ->
         return exc
     files = [f"{tcfg['file']} ({set_key(key, w)}.file)" for w, tcfg in target_sets(cfg).items()
              if (tcfg or {}).get("file")]
-    return DataError(", ".join(files) or exc.path, exc.message)
+    return DataError(", ".join(files), exc.message) if files else exc
 
 
 def series_outputs(specs: Mapping[str, SeriesSpec]) -> list[str]:
