@@ -259,6 +259,11 @@ def test_random_search_scores_curves_with_per_series_weights():
     want = (np.abs(y - z) / mm.y_std).sum() / len(T)    # the series counts once
     assert rec["error"].iloc[0] == pytest.approx(want, rel=1e-12)
     assert rec["status"].iloc[0] == "ok" and np.isfinite(rec["distance"].iloc[0])
+    from simcalib.metamodel.strategies.score import score_inputs
+
+    scored = score_inputs(st, mm, targets, truth, {"budget": 12}, 3)
+    assert scored["error"].iloc[0] == pytest.approx(0.0, abs=1e-12)   # the true inputs
+    assert scored["distance"].iloc[0] == pytest.approx(0.0, abs=1e-12)
 
 
 def test_a_basis_that_must_truncate_reports_its_error():
@@ -316,3 +321,27 @@ def test_a_nan_in_a_simulated_curve_is_a_failed_run_not_data():
     out = simulate_rows(study(hole, outputs=()), rows, 1)
     assert out["status"].tolist() == ["ok", "nan_output"]
     assert "y@3" in out["message"].iloc[1]
+
+
+def test_sim_targets_writes_observed_curves_one_row_per_target(tmp_path):
+    """The CLI's sim-targets on a long observations file (the workflow's path)."""
+    import json
+
+    from simcalib import io
+    from simcalib.cli import main
+    from simcalib.simulators import epidemic
+
+    p = _long_file(tmp_path, "target_id,day,cases,sd_cases\n3,7,10,2\n3,14,30,3\n"
+                   "5,14,25,3\n")
+    ps = {n: {"lower": lo, "upper": hi, "integer": it}
+          for n, (lo, hi, it) in epidemic.INPUTS.items()}
+    params = {"simulator": {"type": "epidemic"}, "parameters": ps,
+              "series": {"cases": "day"}, "targets": {"file": str(p)}}
+    out = tmp_path / "targets.csv"
+    assert main(["sim-targets", "--study", "ep", "--params", json.dumps(params), "--seed", "1",
+                 "--output", str(out)]) == 0
+    tab = io.read_csv(out)
+    assert tab["target_id"].tolist() == [3, 5]
+    assert tab["cases@14"].tolist() == [30.0, 25.0] and np.isnan(tab["cases@7"].iloc[1])
+    w = output_weights(tab, ["cases@7", "cases@14"], np.array([4.0, 4.0]))
+    np.testing.assert_allclose(w, [[0.5 * 4 / 2, 0.5 * 4 / 3], [0.0, 4 / 3]])

@@ -138,7 +138,8 @@ def _read_long(p: Path, outputs: list[str], contexts: list[str], tunables: list[
     obs = read_series_observations(p, series, contexts, src)
     wide = obs.wide(list(series))
     known = set(outputs)
-    extra = [c for c in wide.columns if parse_column(c) is not None and c not in known]
+    extra = [c for c in wide.columns if parse_column(c) is not None and c not in known
+             and not c.startswith(SERIES_SD)]
     if extra:  # only reachable when the study's points were declared without these
         raise DataError(src, f"point(s) {extra[:5]} are not among the study's series points")
     sds = [SERIES_SD + o for o in outputs if SERIES_SD + o in wide.columns]
