@@ -55,7 +55,8 @@ class Study:
             self.check_names(self.cfg.get("outputs") or [])
             self.space  # noqa: B018
             self.simulator  # noqa: B018
-            self.check_names(self.outputs, None if self.cfg.get("outputs")
+            # a series' point columns (cases@7) are checked as its declaration
+            self.check_names(self.scalar_outputs, None if self.cfg.get("outputs")
                              else f"{self.key}.simulator")
 
     def check_names(self, outputs: list[str], outputs_key: str | None = None) -> None:

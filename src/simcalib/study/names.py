@@ -70,11 +70,7 @@ def check_study_names(study_key: str, parameters: Iterable[str], contexts: Itera
     ``derived`` (derived outputs) are checked for the pattern even when not calibrated.
     ``outputs_key`` names where the outputs come from when the study does not list them
     (the simulator's own outputs): errors then name that key, no index."""
-    from simcalib.study.series import parse_column  # (series imports this module)
-
-    params, ctxs = list(parameters), list(contexts)
-    # a series' point columns (cases@7) are checked as the series' declaration
-    outs = [o for o in outputs if parse_column(o) is None]
+    params, ctxs, outs = list(parameters), list(contexts), list(outputs)
 
     def out_key(i: int) -> str:
         return outputs_key or f"{study_key}.outputs[{i}]"
