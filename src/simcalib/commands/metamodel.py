@@ -121,7 +121,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     mm.save(args.outdir)
     fm = _fit_failure(df, inputs, cfg, seed_from_args(args), args.study)
     save_failure(fm, args.outdir)
-    r2 = ", ".join(f"{k} {v:.4f}" for k, v in metrics["test_r2"].items())
+    shown = dict(metrics["test_r2"])
+    for name, rec in (metrics.get("series") or {}).items():  # a curve: one R², not per point
+        shown = {k: v for k, v in shown.items() if not k.startswith(f"{name}@")}
+        shown[f"{name} (curve, {rec['components']} components)"] = rec["test_r2"]
+    r2 = ", ".join(f"{k} {v:.4f}" for k, v in shown.items())
     line = (f"{args.study}: metamodel {cfg.get('hidden', mm.hidden)} trained in "
             f"{metrics['train_seconds']:.1f} s ({metrics['epochs_run']} epochs); test R2: {r2}")
     st = metrics.get("stability") or {}

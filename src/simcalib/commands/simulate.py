@@ -158,7 +158,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
     if path is not None:
         out = read_observations(path, list(study.outputs), study.space.context_names,
                                 study.space.tunable_names,
-                                f"{set_key(study.key, args.which)}.file")
+                                f"{set_key(study.key, args.which)}.file", series=study.series)
         io.write_csv(out, args.output)
         line = (f"{study.name}: {len(out)} observed targets from {path} (no true inputs: "
                 f"distance to the truth is not measured) -> {args.output}")

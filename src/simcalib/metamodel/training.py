@@ -237,7 +237,14 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     ``noise``: the simulator's replicate noise (:mod:`simcalib.study.noise`, a dict
     with ``var`` per output); recorded as ``noise`` with each output's noise ceiling
     and explainable share on the test split, which the trust flag then judges
-    (:mod:`simcalib.metamodel.trust`)."""
+    (:mod:`simcalib.metamodel.trust`).
+
+    Series outputs (``cases@7``): the network learns the series' basis weights and
+    its last layer decodes them (:mod:`simcalib.metamodel.curves`)."""
+    from simcalib.metamodel.curves import has_series
+
+    if has_series(output_names):
+        return _train_series(df, input_names, output_names, cfg, seed, study, noise)
     c = _cfg(cfg)
     _check_cfg(c)
     X, Y = _clean(df, input_names, output_names, "dataset")
@@ -323,6 +330,67 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
     mm.info["stability"] = metrics["stability"] = metamodel_stability(mm)
     log.info("%s: trained %s in %.1f s (%d epochs); min test R2 %.4f", study or "metamodel",
              c["hidden"], seconds, fit["epochs_run"], r2.min())
+    return mm, metrics
+
+
+def _train_series(df: pd.DataFrame, input_names: Sequence[str], output_names: Sequence[str],
+                  cfg: Mapping[str, Any], seed: int, study: str,
+                  noise: Mapping[str, Any] | None) -> tuple[Metamodel, dict[str, Any]]:
+    """:func:`train_metamodel` on the scalars and the series' basis weights (bases
+    fitted on the training split), folded into a metamodel of every output; metrics
+    and the trust verdict on the reconstructed curves."""
+    from simcalib.metamodel import curves
+
+    c = _cfg(cfg)
+    _check_cfg(c)
+    X, Y = _clean(df, input_names, output_names, "dataset")
+    if len(X) < 10:
+        raise DataError("dataset", f"only {len(X)} usable rows (status ok, finite); need "
+                        f">= 10 ({failure_digest(df)})")
+    te, _, tr = split(len(X), c, seed, study)
+    bases = curves.fit_bases(Y, output_names, tr, c, noise)
+    reduced, names = curves.reduced_frame(X, Y, input_names, output_names, bases)
+    level = log.level  # the inner network's own verdict is on weights: not shown
+    log.setLevel(logging.ERROR)
+    try:
+        inner, inner_metrics = train_metamodel(reduced, input_names, names, cfg, seed, study)
+    finally:
+        log.setLevel(level)
+    P = curves.fold(inner, output_names, bases, {}).predict(X[te])
+    r2 = r2_scores(Y[te], P)
+    resid = Y[te] - P
+    series = curves.series_record(bases, output_names, Y[te], P, inner_metrics["test_r2"],
+                                  noise)
+    r2_by = dict(zip(output_names, r2.tolist(), strict=True))
+    noise_rec = None
+    if noise:
+        noise_rec = noise_record({k: v for k, v in noise.items() if k != "series_diff"},
+                                 Y[te], output_names, r2_by)
+    facts = {k: inner_metrics[k] for k in ("boolean_outputs", "constant_outputs")
+             if k in inner_metrics}
+    judged = {"test_r2": r2_by, "min_r2": float(c["min_r2"]), "series": series, **facts,
+              **({"noise": noise_rec} if noise_rec else {})}
+    verdict = trust.judge(judged)
+    _log_verdict(verdict, study or "metamodel")
+    log.info(verdict.basis_note(study or "metamodel"))
+    keep = ("n_train", "n_val", "n_test", "train_seconds", "epochs_run", "best_epoch",
+            "val_loss", "solvable", "stability")
+    metrics: dict[str, Any] = {
+        "test_r2": r2_by,
+        "test_mae": dict(zip(output_names, np.abs(resid).mean(axis=0).tolist(), strict=True)),
+        "test_residual_cov": (resid.T @ resid / max(1, len(te))).tolist(),
+        "min_test_r2": verdict.min_test_r2, "min_r2": float(c["min_r2"]),
+        "r2_ok": verdict.ok, "low_r2_outputs": verdict.weak_outputs, "series": series,
+        **{k: inner_metrics[k] for k in keep if k in inner_metrics}, **facts}
+    if noise_rec is not None:
+        metrics["noise"] = noise_rec
+    info = {"study": study, "input_bounds": inner.info["input_bounds"],
+            "config": inner.info["config"], **metrics}
+    mm = curves.fold(inner, output_names, bases, info)
+    log.info("%s: series metamodel: %s", study or "metamodel", ", ".join(
+        f"{n} {r['components']} components of {r['points']} points, curve test R2 "
+        f"{r['test_r2']:.4f}, basis held-out error {r['basis_cv_relative']:.3g} of its scale"
+        for n, r in series.items()))
     return mm, metrics
 
 

@@ -69,6 +69,8 @@ class MetamodelTrust:
     test_r2: dict[str, float] = field(default_factory=dict)
     #: outputs constant over the design (name -> value): not judged on R²
     constant: dict[str, float] = field(default_factory=dict)
+    #: per series, the basis's held-out reconstruction error / the series' scale
+    basis_error: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -131,6 +133,15 @@ class MetamodelTrust:
                 f">= {self.min_share:.3f} for every output; lowest noise ceiling "
                 f"{self.ceiling[low]:.3f} for {low}, test R² {self._r2(low):.3f})")
 
+    def basis_note(self, subject: str = "metamodel") -> str | None:
+        """One line with each series' basis error (None for a scalar study): what the
+        reduced representation loses on runs it was not fitted to, beside the R²."""
+        if not self.basis_error:
+            return None
+        parts = ", ".join(f"{n} {v:.3g}" for n, v in self.basis_error.items())
+        return (f"{subject}: series basis held-out reconstruction error, as a share of "
+                f"each series' scale: {parts}")
+
     def _r2(self, output: str) -> float:
         return float(self.test_r2.get(output, float("nan")))
 
@@ -183,15 +194,44 @@ def judge(info: Mapping[str, Any]) -> MetamodelTrust:
     outputs recorded as constant over the design are left out."""
     const = {o: float(v) for o, v in (info.get("constant_outputs") or {}).items()}
     r2_all = dict(info.get("test_r2") or {})
+    ceiling = dict(((info.get("noise") or {}).get("ceiling")) or {})
+    if info.get("series"):
+        r2_all, ceiling = _by_series(info["series"], r2_all, ceiling)
     r2 = {o: v for o, v in r2_all.items() if o not in const}
     thr = threshold(info)
     worst = float(min(r2.values())) if r2 else float("nan")
-    ceiling = dict(((info.get("noise") or {}).get("ceiling")) or {})
     if r2 and ceiling and all(o in ceiling for o in r2):
         share = explainable_share(r2, ceiling)
         return MetamodelTrust(worst, thr, weak_outputs(share, thr), ceiling, share, r2_all,
-                              const)
-    return MetamodelTrust(worst, thr, weak_outputs(r2, thr), test_r2=r2_all, constant=const)
+                              const, basis_errors(info))
+    return MetamodelTrust(worst, thr, weak_outputs(r2, thr), test_r2=r2_all, constant=const,
+                          basis_error=basis_errors(info))
+
+
+def _by_series(series: Mapping[str, Any], r2: Mapping[str, float],
+               ceiling: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """A series is judged as one output: its reconstructed curve's test R² pooled over
+    its points (and its pooled noise ceiling), not point by point (a flat tail of an
+    epidemic curve, ~0 in every run, has a meaningless R² of its own)."""
+    from simcalib.study.series import parse_column
+
+    def scalar(o: str) -> bool:
+        return parse_column(o) is None or parse_column(o)[0] not in series  # type: ignore[index]
+
+    r2_out = {o: v for o, v in r2.items() if scalar(o)}
+    ceil_out = {o: v for o, v in ceiling.items() if scalar(o)}
+    for name, rec in series.items():
+        r2_out[name] = float(rec["test_r2"])
+        if ceiling and "noise" in rec:
+            ceil_out[name] = float(rec["noise"]["ceiling"])
+    return r2_out, ceil_out
+
+
+def basis_errors(info: Mapping[str, Any]) -> dict[str, float]:
+    """Per series, the basis's held-out reconstruction error relative to the series'
+    scale (``series.<name>.basis_cv_relative``), shown beside the curve's R²."""
+    return {n: float(r.get("basis_cv_relative", float("nan")))
+            for n, r in (info.get("series") or {}).items()}
 
 
 def op_flag(status: str, gap: float, trust: MetamodelTrust) -> str:

@@ -314,3 +314,30 @@ def extract(data: Any, key: str) -> float:
     return _to_float(node, key)
 
 
+
+
+# ---------------------------------------------------------------------------
+# series outputs (issue 42)
+# ---------------------------------------------------------------------------
+def read_series(text: str, parser: str, series: Mapping[str, Any], source: str
+                ) -> dict[str, float]:
+    """A command's curves from its output file's text, as ``{cases@7: value}`` at each
+    series' points (``series``: name -> SeriesSpec with points): a ``csv`` file is one
+    row per time point (the index column, one column per series; its scalar outputs
+    are still read from the last row by :func:`extract`), a ``json`` object holds
+    arrays (``{"day": [...], "cases": [...]}``) beside its scalar keys.  A file that
+    does not hold the curves raises :class:`OutputParseError` (the run's
+    ``parse_error``) with the file named, as every other parse failure does."""
+    from simcalib.errors import DataError
+    from simcalib.study.series import from_command_csv, from_command_json
+
+    points = {n: s.points for n, s in series.items()}
+    try:
+        if parser == "csv":
+            return from_command_csv(text, series, points, source)
+        if parser == "json":
+            return from_command_json(parse_json(text), series, points, source)
+    except DataError as exc:
+        raise OutputParseError(str(exc)) from None
+    raise OutputParseError(f"series outputs {sorted(series)} need parser 'csv' (one row per "
+                           f"time point) or 'json' (arrays), not {parser!r}")

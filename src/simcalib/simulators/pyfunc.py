@@ -15,6 +15,13 @@ batch statistic) gives row-alone results for that batch; the log says it was ret
 
 Each call is registered with :mod:`simcalib.simulators.inflight` (the heartbeat
 lines of a hang, the notice when the job dies during a run).
+
+Series outputs (issue 42): when the study declares ``series``, the function may return
+each curve as the wide columns ``cases@<t>``, a column ``cases`` of sequences or a long
+frame (:func:`simcalib.study.series.from_python`); the result is turned into the wide
+columns at the study's points before the usual checks.  A curve that cannot be read
+(a missing point, unsorted times, a sequence of the wrong length) fails its run with
+status ``parse_error`` and a message naming the key and the run.
 """
 
 from __future__ import annotations
@@ -32,10 +39,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcalib.errors import ConfigError
+from simcalib.errors import ConfigError, DataError
 from simcalib.io import PACKAGE_ROOT
 from simcalib.simulators.base import (
     STATUS_ERROR,
+    STATUS_OK,
+    STATUS_PARSE,
     check_columns,
     check_options,
     finalize,
@@ -86,8 +95,10 @@ class PythonFunction:
     def __init__(self, fn: Callable[..., Any], outputs: list[str],
                  options: Mapping[str, Any], key: str = "simulator.options",
                  seed_bits: int = 63, heartbeat: float = DEFAULT_HEARTBEAT_S,
-                 record: bool = True) -> None:
+                 record: bool = True, series: Mapping[str, Any] | None = None) -> None:
         self.fn = fn
+        #: the study's series (name -> SeriesSpec with points): read by from_python
+        self.series = dict(series or {})
         self.record = record  # False in an isolated worker: its parent watches it
         self.seed_bits = seed_bits
         self.key = key
@@ -133,11 +144,23 @@ class PythonFunction:
             kwargs["seeds"] = mask_seeds(seeds, self.seed_bits)
         if self._takes_options:
             kwargs["options"] = self.options
-        res = pd.DataFrame(self.fn(inputs.copy(), **kwargs))
+        raw = self.fn(inputs.copy(), **kwargs)
+        res = pd.DataFrame(raw)
+        if self.series and _long_form(res, self.series):
+            return self._wide(res, inputs.index)  # rows labelled by run, not one per run
         if len(res) != len(inputs):
             raise ValueError(f"returned {len(res)} rows for {len(inputs)} inputs")
         res.index = inputs.index
-        return res
+        return self._wide(res, inputs.index) if self.series else res
+
+    def _wide(self, res: pd.DataFrame, index: pd.Index) -> pd.DataFrame:
+        """Every series as its wide columns (nothing to read when no run succeeded)."""
+        from simcalib.study.series import from_python
+
+        if "status" in res and not (res["status"].astype(str) == STATUS_OK).any():
+            return res.reindex(index) if not res.index.equals(index) else res
+        points = {n: s.points for n, s in self.series.items()}
+        return from_python(res, index, self.series, points, f"{self.key}.function")
 
     def _flight(self, inputs: pd.DataFrame) -> contextlib.AbstractContextManager[None]:
         return (flight(self._label(inputs), self.heartbeat) if self.record
@@ -170,7 +193,39 @@ def _describe(exc: BaseException) -> str:
 
 
 def _error_rows(index: pd.Index, exc: BaseException) -> pd.DataFrame:
+    """A raising row: ``error``; a result whose curve cannot be read: ``parse_error``."""
+    if isinstance(exc, DataError):
+        return pd.DataFrame({"status": STATUS_PARSE, "message": str(exc)}, index=index)
     return pd.DataFrame({"status": STATUS_ERROR, "message": _describe(exc)}, index=index)
+
+
+def _long_form(res: pd.DataFrame, series: Mapping[str, Any]) -> bool:
+    """Whether a result is a long frame (it holds a series' index column)."""
+    return any(s.index in res.columns for s in series.values())
+
+
+def _outputs(options: Mapping[str, Any], study: Mapping[str, Any], series: Mapping[str, Any],
+             key: str) -> list[str]:
+    """The function's outputs: the scalars listed, then every series' point columns."""
+    outputs = list(options.get("outputs") or study.get("outputs") or [])
+    if not series:
+        return outputs
+    from simcalib.study.series_study import series_outputs
+
+    if options.get("isolate") is True:
+        raise ConfigError(f"{key}.isolate", "series outputs are not read from an isolated "
+                          "function yet: drop 'isolate' (or return the curve as scalar "
+                          "columns)")
+    return [*(o for o in outputs if o not in series), *series_outputs(series)]
+
+
+def _series(study: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The study's series (points resolved by the study: simulator_cfg)."""
+    if not study.get("series"):
+        return {}
+    from simcalib.study.series_study import declared_series
+
+    return declared_series(study, key.rsplit(".", 2)[0])
 
 
 def _read_timeout(timeout: Any, isolate: bool, key: str) -> float | None:
@@ -193,7 +248,8 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any
     check_options(options, ALLOWED, key)
     if "function" not in options:
         raise ConfigError(f"{key}.function", "required: 'package.module:function'")
-    outputs = list(options.get("outputs") or study.get("outputs") or [])
+    series = _series(study, key)
+    outputs = _outputs(options, study, series, key)
     if not outputs:
         raise ConfigError(f"{key}.outputs", "list the outputs the function returns "
                           "(or give the study's 'outputs')")
@@ -218,4 +274,4 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Any
         return IsolatedPython(str(options["function"]),
                               str(Path(path).resolve()) if path else None, outputs,
                               fn_options, float(timeout or DEFAULT_TIMEOUT_S), key, bits)
-    return PythonFunction(fn, outputs, fn_options, key, bits, float(beat))
+    return PythonFunction(fn, outputs, fn_options, key, bits, float(beat), series=series)

@@ -142,4 +142,4 @@ def check_observed_targets(config: Mapping[str, Any]) -> None:
             study = Study(name, cfg)
             read_observations(tcfg["file"], list(study.outputs), study.space.context_names,
                               study.space.tunable_names, f"{k}.file",
-                              f"{key}.outputs" if cfg.get("outputs") else None)
+                              f"{key}.outputs" if cfg.get("outputs") else None, series=study.series)

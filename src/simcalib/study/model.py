@@ -18,6 +18,13 @@ from simcalib.config import validate_section
 from simcalib.errors import ConfigError
 from simcalib.simulators import Simulator, build_simulator, study_outputs
 from simcalib.study.names import check_study_names, study_derived
+from simcalib.study.series import SeriesSpec
+from simcalib.study.series_study import (
+    observed_points_error,
+    resolve_series,
+    series_outputs,
+    simulator_cfg,
+)
 from simcalib.study.space import Space, build_space
 
 #: What a study built from Python must name (a config file's study also needs a design
@@ -48,7 +55,8 @@ class Study:
             self.check_names(self.cfg.get("outputs") or [])
             self.space  # noqa: B018
             self.simulator  # noqa: B018
-            self.check_names(self.outputs, None if self.cfg.get("outputs")
+            # a series' point columns (cases@7) are checked as its declaration
+            self.check_names(self.scalar_outputs, None if self.cfg.get("outputs")
                              else f"{self.key}.simulator")
 
     def check_names(self, outputs: list[str], outputs_key: str | None = None) -> None:
@@ -68,12 +76,34 @@ class Study:
         return build_space(self.cfg, self.key)
 
     @cached_property
+    def series(self) -> dict[str, SeriesSpec]:
+        """The declared series with their points resolved (declared, else observed):
+        :mod:`simcalib.study.series_study`; empty for a scalar study."""
+        if not (self.cfg or {}).get("series"):
+            return {}
+        return resolve_series(self.cfg or {}, self.key)
+
+    @cached_property
     def simulator(self) -> Simulator:
-        return build_simulator(self.cfg, self.key)
+        try:
+            return build_simulator(simulator_cfg(self.cfg or {}, self.series), self.key)
+        except ConfigError as exc:
+            raise observed_points_error(exc, self.cfg or {}, self.key) from None
 
     @cached_property
     def outputs(self) -> list[str]:
-        return study_outputs(self.cfg, self.simulator)
+        """The columns calibrated on: the scalar outputs, then every series' point
+        columns (``cases@7``).  A series study that lists no ``outputs`` calibrates on
+        its series only."""
+        if not self.series:
+            return study_outputs(self.cfg or {}, self.simulator)
+        return [*((self.cfg or {}).get("outputs") or []), *series_outputs(self.series)]
+
+    @property
+    def scalar_outputs(self) -> list[str]:
+        """The outputs that are not series points."""
+        cols = set(series_outputs(self.series))
+        return [o for o in self.outputs if o not in cols]
 
     @property
     def input_names(self) -> list[str]:

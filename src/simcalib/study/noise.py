@@ -116,9 +116,26 @@ def noise_from_probe(probe: pd.DataFrame, outputs: Sequence[str]) -> dict[str, A
     if fin.sum() < 2:
         raise DataError("noise probe", f"only {int(fin.sum())} usable pair(s); need >= 2")
     var = ((a[fin] - b[fin]) ** 2).mean(axis=0) / 2.0
-    return {"source": "probe", "pairs": int(fin.sum()), "runs": int(len(probe)),
-            "failed_runs": int((~ok).sum()),
-            "var": {o: float(v) for o, v in zip(outputs, var, strict=True)}}
+    out = {"source": "probe", "pairs": int(fin.sum()), "runs": int(len(probe)),
+           "failed_runs": int((~ok).sum()),
+           "var": {o: float(v) for o, v in zip(outputs, var, strict=True)}}
+    diffs = _series_diffs(a[fin] - b[fin], outputs)
+    if diffs:
+        out["series_diff"] = diffs
+    return out
+
+
+def _series_diffs(diff: np.ndarray, outputs: Sequence[str]) -> dict[str, list[list[float]]]:
+    """Per series, the pairs' differences at its points (pairs x points): training
+    projects them on the series' basis for the noise of each basis weight (the
+    points' noise is correlated in time, so per-point variances do not give it)."""
+    from simcalib.study.series import parse_column
+
+    cols: dict[str, list[int]] = {}
+    for j, o in enumerate(outputs):
+        if (p := parse_column(o)) is not None:
+            cols.setdefault(p[0], []).append(j)
+    return {name: diff[:, idx].tolist() for name, idx in cols.items()}
 
 
 def noise_from_replicates(dataset: pd.DataFrame, outputs: Sequence[str],

@@ -24,6 +24,17 @@ Lines whose first non-blank character is ``#`` are comments and skipped (a note 
 where the data came from); a ``#`` after a value is not a comment (the value is then
 not a number, and the error quotes it).
 
+**Series** (issue 42): a study that declares ``series`` reads its observations in long
+form (a file with the series' index column: one row per target and time,
+:func:`simcalib.study.series.read_series_observations`), written here in the same
+one-row-per-target layout with one column per point (``cases@7``, ``sd_cases@7``); a
+point a target does not observe is empty (NaN) and weighs 0
+(:func:`output_weights`).  A wide file (the point columns themselves, every one
+given) reads as scalars do.  Each series counts as one output in Delta by default:
+its points' terms are weighted 1/m (m: the points that target observes), so a
+100-point curve does not outweigh nine scalars a hundred times; ``weight_<series>``
+is not a column, give per-point weights as ``weight_cases@7`` in a wide file.
+
 A relative path is taken relative to the directory Snakemake (or the CLI) runs in;
 if it is not there, relative to the simcalib checkout (so the shipped example study
 also runs with ``snakemake -d elsewhere``).
@@ -73,7 +84,8 @@ def resolve(path: str | Path) -> Path:
 
 def read_observations(path: str | Path, outputs: list[str], contexts: list[str],
                       tunables: list[str], key: str = "",
-                      outputs_key: str | None = None) -> pd.DataFrame:
+                      outputs_key: str | None = None,
+                      series: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Read and check an observations file; returns the targets table every later step
     reads: ``target_id``, contexts, outputs, ``sd_*``/``weight_*`` as given, ``status``
     (``ok``) and ``message``.  Raises :class:`DataError` naming the file and column, or
@@ -90,6 +102,8 @@ def read_observations(path: str | Path, outputs: list[str], contexts: list[str],
                         f"{PACKAGE_ROOT})")
     check_csv_shape(p, src, comments=True)
     df, lines = _read_text_table(p, src)
+    if series and any(s.index in df.columns for s in series.values()):
+        return _read_long(p, outputs, contexts, tunables, series, src)
     _check_columns(list(df.columns), outputs, contexts, tunables, src, outputs_key)
     if df.empty:
         raise DataError(src, "no rows (need at least one target)")
@@ -97,6 +111,40 @@ def read_observations(path: str | Path, outputs: list[str], contexts: list[str],
     _check_values(df, outputs, lines, src)
     extra = [c for c in df.columns if c.startswith((SD_PREFIX, WEIGHT_PREFIX))]
     out = df[["target_id", *contexts, *outputs, *extra]].copy()
+    out["status"] = "ok"
+    out["message"] = ""
+    return out
+
+
+def _read_long(p: Path, outputs: list[str], contexts: list[str], tunables: list[str],
+               series: Mapping[str, Any], src: str) -> pd.DataFrame:
+    """A long-form series file as the one-row-per-target table (module docstring)."""
+    from simcalib.study.series import SD_PREFIX as SERIES_SD
+    from simcalib.study.series import parse_column, read_series_observations
+
+    scalars = [o for o in outputs if parse_column(o) is None]
+    if scalars:
+        raise DataError(src, f"a long-form file (one row per time) holds series only; the "
+                        f"study also calibrates on the scalar output(s) {scalars}: observe "
+                        "them in a wide file (one row per target, one column per point), or "
+                        "leave them out of 'outputs'")
+    with open(p, newline="") as fh:
+        header = [c.strip() for c in fh.readline().split(",")]
+    tun = [c for c in header if c in tunables]
+    if tun:
+        raise DataError(src, f"column(s) {tun} are tunable inputs of the study: an "
+                        "observations file holds outputs (and contexts), never the inputs "
+                        "being calibrated")
+    obs = read_series_observations(p, series, contexts, src)
+    wide = obs.wide(list(series))
+    known = set(outputs)
+    extra = [c for c in wide.columns if parse_column(c) is not None and c not in known
+             and not c.startswith(SERIES_SD)]
+    if extra:  # only reachable when the study's points were declared without these
+        raise DataError(src, f"point(s) {extra[:5]} are not among the study's series points")
+    sds = [SERIES_SD + o for o in outputs if SERIES_SD + o in wide.columns]
+    out = wide.reindex(columns=["target_id", *contexts, *outputs, *sds])
+    out["target_id"] = out["target_id"].astype(np.int64)
     out["status"] = "ok"
     out["message"] = ""
     return out
@@ -201,14 +249,38 @@ def _check_values(df: pd.DataFrame, outputs: list[str], lines: list[int], src: s
 
 def output_weights(df: pd.DataFrame, outputs: list[str], scale: np.ndarray) -> np.ndarray:
     """Per-row multiplier of |S_j - z_j| / s_j (s_j = ``scale``): weight_j * s_j / sd_j
-    (sd_j defaulting to s_j, weight_j to 1).  Shape (rows, outputs)."""
+    (sd_j defaulting to s_j, weight_j to 1).  Shape (rows, outputs).
+
+    A series' point (``cases@7``) is further weighted 1/m, m the points of that series
+    the row observes, and weighs 0 where the row does not observe it (NaN value or
+    sd): each series counts as one output (module docstring)."""
     w = np.ones((len(df), len(outputs)))
     for j, o in enumerate(outputs):
         if SD_PREFIX + o in df:
-            w[:, j] *= scale[j] / df[SD_PREFIX + o].to_numpy(dtype=float)
+            sd = df[SD_PREFIX + o].to_numpy(dtype=float)
+            w[:, j] *= np.divide(scale[j], sd, out=np.zeros(len(df)),
+                                 where=np.isfinite(sd) & (sd > 0))
         if WEIGHT_PREFIX + o in df:
             w[:, j] *= df[WEIGHT_PREFIX + o].to_numpy(dtype=float)
+    _series_weights(df, outputs, w)
     return w
+
+
+def _series_weights(df: pd.DataFrame, outputs: list[str], w: np.ndarray) -> None:
+    """In place: 0 at unobserved points, 1/m at the m observed points of each series."""
+    from simcalib.study.series import parse_column
+
+    groups: dict[str, list[int]] = {}
+    for j, o in enumerate(outputs):
+        if (p := parse_column(o)) is not None:
+            groups.setdefault(p[0], []).append(j)
+    for cols in groups.values():
+        seen = np.ones((len(df), len(cols)), dtype=bool)
+        for i, j in enumerate(cols):
+            if outputs[j] in df:
+                seen[:, i] = np.isfinite(df[outputs[j]].to_numpy(dtype=float))
+        m = seen.sum(axis=1, keepdims=True)
+        w[:, cols] *= np.where(seen, 1.0 / np.maximum(m, 1), 0.0)
 
 
 TRAINING_SD = "training sd of each output"

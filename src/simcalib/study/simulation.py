@@ -123,7 +123,7 @@ CONCURRENT_TYPES = frozenset({"command"})
 SETUP_FAILURES = frozenset({"parse_error", "missing_output"})
 MAX_MESSAGES = 5
 # Study keys a journal's fingerprint covers (see run_chunk).
-FINGERPRINT_KEYS = ("simulator", "parameters", "contexts", "outputs")
+FINGERPRINT_KEYS = ("simulator", "parameters", "contexts", "outputs", "series")
 
 
 def concurrent_calls(cfg: Mapping[str, Any]) -> bool:
