@@ -31,7 +31,6 @@ ALLOWED: dict[str, int] = {
     "metamodel/strategies/ledger.py": 1,
     "metamodel/strategies/runner.py": 4,
     "metamodel/strategies/score.py": 1,
-    "metamodel/strategies/sequential.py": 4,
     "simulators/epidemic_adapter.py": 2,
     "simulators/layer.py": 1,
     "simulators/rosenbrock.py": 2,

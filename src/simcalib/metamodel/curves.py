@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from simcalib.config import schema_defaults
 from simcalib.errors import DataError
 from simcalib.metamodel.basis import SeriesBasis, fit_basis
 from simcalib.metamodel.model import DTYPE, Metamodel
@@ -62,8 +63,6 @@ def has_series(outputs: Sequence[str]) -> bool:
     return bool(series_groups(outputs)[1])
 
 
-#: default of ``metamodel.series.min_weight_ceiling``
-MIN_WEIGHT_CEILING = 0.5
 
 
 def fit_bases(Y: np.ndarray, outputs: Sequence[str], rows: np.ndarray,
@@ -73,23 +72,26 @@ def fit_bases(Y: np.ndarray, outputs: Sequence[str], rows: np.ndarray,
     differences, cut before the first component that is more noise than signal
     (:func:`noise_cut`)."""
     _, groups = series_groups(outputs)
-    opts = dict(cfg.get("series") or {})
+    # the section has no top-level default (a scalar study's metamodel config stays as
+    # it was), so its keys' defaults are filled here, from the schema
+    opts = schema_defaults("metamodel.schema.yaml",
+                           base={"series": dict(cfg.get("series") or {})})["series"]
     out = {}
     for name, idx in groups.items():
         points = np.array([parse_column(outputs[j])[1] for j in idx])  # type: ignore[index]
         y = Y[np.ix_(rows, idx)]
         try:
-            b = fit_basis(y, points, name, variance=float(opts.get("variance", 0.999)),
-                          max_components=opts.get("max_components"))
+            b = fit_basis(y, points, name, variance=float(opts["variance"]),
+                          max_components=opts["max_components"])
         except DataError as exc:
             raise DataError(exc.source, f"{exc.message} (the basis is fitted on the "
                             f"metamodel's training split: {len(rows)} of the dataset's "
                             f"{len(Y)} usable runs)") from None
         diff = ((noise or {}).get("series_diff") or {}).get(name)
-        floor = opts.get("min_weight_ceiling", MIN_WEIGHT_CEILING)
+        floor = opts["min_weight_ceiling"]
         k = noise_cut(b, y, diff, floor) if diff is not None and floor else b.k
         if k < b.k:
-            kept = fit_basis(y, points, name, variance=float(opts.get("variance", 0.999)),
+            kept = fit_basis(y, points, name, variance=float(opts["variance"]),
                              max_components=k)
             kept.error["noise_cut_from"] = b.k
             b = kept

@@ -139,9 +139,9 @@ def job_settings(name: str, calibration: Mapping[str, Any]) -> dict[str, Any]:
 def run_strategies(calibration: Mapping[str, Any]) -> list[str]:
     """The strategies a study's (merged) ``calibration`` settings run: its strategies,
     and its extra strategies where it has extra target sets."""
-    out = list(calibration.get("strategies", ()))
+    out = list(calibration.get("strategies") or ())
     if calibration.get("extra_targets"):
-        out += [s for s in calibration.get("extra_strategies", ()) if s not in out]
+        out += [s for s in calibration.get("extra_strategies") or () if s not in out]
     return out
 
 
