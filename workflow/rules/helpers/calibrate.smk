@@ -132,7 +132,9 @@ def mm_files(study):
 
 def mm_arg(wildcards):
     """cal-run's --metamodel (nothing without one: Delta's scale from sd_ or the start)."""
-    return f"--metamodel results/{wildcards.study}/metamodel" if has_metamodel(wildcards.study) else ""
+    return (
+        f"--metamodel results/{wildcards.study}/metamodel" if has_metamodel(wildcards.study) else ""
+    )
 
 
 def anchors_inputs(wildcards):
@@ -455,8 +457,9 @@ def _table_members(study, made):
         targets = f"results/{study}/targets.csv"
         argv = ["cal-summary", "--records", *[f"{s}={rec('calibration', s)}" for s in strategies]]
         argv += ["--output", f"{base}/summary.csv", "--output-figure", f"{base}/strategies.png"]
-        argv += ["--title", study, "--targets", targets]
+        argv += ["--title", study]
         argv += ["--metamodel-info", meta] if meta else []
+        argv += ["--targets", targets]  # the order of rule cal_summary's shell
         outs = [fig("summary.csv", "cal_summary"), fig("strategies.png", "cal_strategies")]
         out.append((argv, f"{logs}/cal_summary.log", [m for m in (meta, targets) if m], outs))
         if "rs" in strategies and "op" in strategies:
