@@ -44,6 +44,7 @@ def _members(common: list[str], out: Path) -> list[list[str]]:
     return argv
 
 
+@pytest.mark.slow
 def test_batch_writes_the_bytes_of_separate_processes(common: list[str], tmp_path: Path
                                                       ) -> None:
     alone, batch = tmp_path / "alone", tmp_path / "batch"
@@ -105,6 +106,7 @@ def _shell_commands(workdir: Path, cfg: Path) -> list[str]:
     return [line for line in lines if line.startswith("python -m simcalib ")]
 
 
+@pytest.mark.slow
 def test_the_plan_runs_the_commands_of_the_per_strategy_jobs(tmp_path: Path) -> None:
     """One job per study runs exactly the verbs and arguments its jobs would run (the
     plan is built by functions of its own, so this guards against the two drifting)."""

@@ -128,6 +128,7 @@ def _toy_setting(sigma2: float) -> Setting:
                    sigma2_prior=(1e6, sigma2 * 1e6))
 
 
+@pytest.mark.slow
 def test_sampler_recovers_conjugate_gaussian_posterior():
     """Hyperparameters and sigma^2 pinned by near-degenerate priors: the marginal
     posterior of theta is then Gaussian and known in closed form."""
@@ -230,6 +231,7 @@ def two_mass_run(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.mark.slow
 def test_short_two_mass_run_recovers_truth(two_mass_run):
     d = two_mass_run
     truth = json.loads((d / "truth.json").read_text())

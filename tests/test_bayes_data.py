@@ -262,6 +262,7 @@ def test_real_data_outputs_carry_trust_signals(data_run, tmp_path, caplog):
     assert not pd.read_csv(tmp_path / "s.csv")["converged"].any()
 
 
+@pytest.mark.slow
 def test_real_data_tables_and_figures_without_truth(data_run, tmp_path):
     d = data_run
     out = tmp_path

@@ -283,6 +283,7 @@ def fresh() -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.slow
 def test_kernel_draws_equal_the_recorded_ones(name, fresh):
     got = fresh["cases"][name]
     want = GOLDEN[name]

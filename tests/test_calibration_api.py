@@ -52,6 +52,7 @@ def test_bad_calls_name_what_is_wrong() -> None:
         sequential_calibrate(42, BOX, OBS)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_one_call_returns_the_posterior_from_the_same_runs() -> None:
     """``res.posterior`` is sequential's own posterior (``cal_seq_posterior``'s), on the
     runs of this call: every tunable input summarised, chains checked, the answer (the

@@ -37,6 +37,7 @@ def setup(tmp_path_factory) -> dict:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.slow
 def test_blocks_write_the_serial_bytes(setup, strategy: str) -> None:
     if strategy == "gpbo":
         pytest.importorskip("botorch")

@@ -179,6 +179,7 @@ def _alive(pid: int, wait: float = 3.0) -> bool:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_failures_become_status_rows(tmp_path: Path) -> None:
     # 3 s: long enough for a loaded CI machine to start Python, short for the hung row
     opts = lines_options(timeout=3, keep_failed=True, workdir=str(tmp_path))

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, TINY
 
 FAKE_CONDA = """#!/bin/sh
@@ -36,6 +38,7 @@ def test_every_command_rule_names_the_rules_environment() -> None:
     assert not re.search(r"^conda:", (REPO / "Snakefile").read_text(), re.M)
 
 
+@pytest.mark.slow
 def test_dry_run_with_conda_builds_the_dag(tmp_path: Path) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()

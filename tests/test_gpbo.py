@@ -154,6 +154,7 @@ def test_reproducible_with_seed():
     assert not np.array_equal(ra[["x", "y"]].to_numpy(), rc[["x", "y"]].to_numpy())
 
 
+@pytest.mark.slow
 def test_beats_random_search_on_rosenbrock():
     """Known optimum (a, a^2) with f = 0: at 20 runs GP-BO gets far closer than RS on
     both targets, and its mean error is at least 5x lower."""

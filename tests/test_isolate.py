@@ -36,6 +36,7 @@ def study(**opts: object) -> dict:
         "timeout": 3, **opts}}, "parameters": {"x": {"lower": 0, "upper": 5}}}
 
 
+@pytest.mark.slow
 def test_segfault_hang_and_exit_become_status_rows() -> None:
     sim = build_simulator(study(), "studies.f")
     df = pd.DataFrame({"x": [0.5, 1.0, 2.0, 3.0, 4.0, 0.25]}, index=[10, 11, 12, 13, 14, 15])

@@ -305,6 +305,7 @@ def test_alternative_optima_on_gurobi():
     assert alts[0].objective == pytest.approx(ref[0].objective, abs=2e-4)
 
 
+@pytest.mark.slow
 def test_floor_of_a_node_limited_milp_matches_the_multistart_baselines():
     """A MILP stopped early (one node, a poor 100-sample incumbent) returns a point
     worse than the benchmark's baselines; the floor's batched multi-start must

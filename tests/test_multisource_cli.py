@@ -31,6 +31,7 @@ def _make_data(d: Path, case: str, data: dict, seed: int) -> None:
          "--output-theta-mse", str(d / "theta_mse.csv"))
 
 
+@pytest.mark.slow
 def test_analytic_verbs_end_to_end(tmp_path: Path):
     d = tmp_path / "analytic"
     data = {"n_train": {"s0": 8, "s1": 16, "s2": 12}, "val_fraction": 0.25, "n_test": 20,

@@ -122,6 +122,7 @@ def test_bad_settings_name_the_key():
         settings({"draws": 2000, "max_draws": 1000})
 
 
+@pytest.mark.slow
 def test_kappa_calibration_recovers_an_underestimated_error():
     """The model states an error sd 4x too small (variance 16x): simulation-based
     calibration on held-out rows must pick kappa near 16, and 1 for a correct model."""

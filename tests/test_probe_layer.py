@@ -137,6 +137,7 @@ def test_replicates_average_and_keep_spread() -> None:
     assert result_columns(sim, ["f"]) == ["f", "f_sd", "status", "message"]
 
 
+@pytest.mark.slow
 def test_replicates_one_failure_fails_the_row() -> None:
     code = "import sys; s = int(sys.argv[1]); sys.exit(3) if s % 2 else print('y: ' + str(s % 7))"
     study = {"simulator": {"type": "command", "replicates": 3, "options": {

@@ -12,12 +12,14 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.conftest import REPO, run_snakemake
 
 QUICK = REPO / "config" / "quick.yaml"
 
 
+@pytest.mark.slow
 def test_quick_config_runs_every_method_and_the_report(tmp_path: Path) -> None:
     proc = run_snakemake(tmp_path, configfile=QUICK, timeout=900)
     res = tmp_path / "results"

@@ -59,6 +59,7 @@ def _find_chunk_job(root: psutil.Process) -> tuple[psutil.Process, str] | None:
     return None
 
 
+@pytest.mark.slow
 def test_kill_one_chunk_job_and_resume(tmp_path: Path) -> None:
     cfg = tmp_path / "slow.yaml"
     cfg.write_text(yaml.safe_dump(CONFIG))
@@ -129,6 +130,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+@pytest.mark.slow
 def test_killed_chunk_redoes_at_most_threads_runs(tmp_path: Path, reference: bytes,
                                                   sig: signal.Signals) -> None:
     cfg = counting_config(tmp_path, n=N_RUNS, chunk_size=N_RUNS, threads=THREADS, sleep=0.5)

@@ -115,6 +115,7 @@ def _compare_engines(method: str, iterations: int, burn_in: int, chains: int) ->
             assert abs(qa - qb) < 6 * se, (name, q, qa, qb, se)
 
 
+@pytest.mark.slow
 def test_engines_sample_the_same_posterior_koh():
     _compare_engines("koh", 6000, 2000, 2)
 
@@ -508,6 +509,7 @@ def _check_toy_posterior(res, want: dict[str, float],
 
 
 @pytest.mark.parametrize("kernel", ["mala", "hmc"])
+@pytest.mark.slow
 def test_gradient_kernels_recover_a_posterior_known_by_quadrature(kernel):
     pb, want = _toy_free_hyper()
     cfg = SamplerConfig(iterations=3000, burn_in=1000, chains=2, log_every=0,
@@ -591,6 +593,7 @@ def test_hmc_with_reflection_samples_a_known_truncated_gaussian():
     assert abs(np.corrcoef(draws.T)[0, 1] - corr) < 0.05
 
 
+@pytest.mark.slow
 def test_hmc_reflecting_at_the_bounds_recovers_a_truncated_posterior():
     """theta_boundary: reflect on the toy posterior known by quadrature, with theta's
     upper bound 0.3 posterior sds above the untruncated mean (most of theta's mass

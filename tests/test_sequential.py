@@ -86,6 +86,7 @@ def test_same_seed_same_runs() -> None:
                                   np.array([r["x"] for r in b.runs]))
 
 
+@pytest.mark.slow
 def test_failure_region_is_avoided_once_runs_fail() -> None:
     # every run with x > 0.75 fails (a quarter of the box), away from x* = (0.62, 0.27)
     p = _run(_study({"x": [0.75, 1.0]}), 28)
@@ -98,6 +99,7 @@ def test_failure_region_is_avoided_once_runs_fail() -> None:
     assert p.best_run()["error"] < 0.05
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_mid_round_replays_the_journal(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
@@ -150,6 +152,7 @@ def test_initial_runs_and_settings_checks() -> None:
         merged_settings({"budget": 10, "sequential": {"ensemble": {"members": 0}}})
 
 
+@pytest.mark.slow
 def test_k_targets_at_once_share_their_runs() -> None:
     """Three targets in one job: one ensemble, every run in every target's data, each
     ledger paying for its own proposals (3 x budget runs in all)."""
@@ -204,6 +207,7 @@ def test_ensemble_mean_is_one_exact_relu_net_and_fits_are_reproducible() -> None
     assert ens.info["min_oob_r2"] > 0.5
 
 
+@pytest.mark.slow
 def test_use_design_starts_from_the_design_runs_and_counts_them() -> None:
     """``sequential.use_design``: the study's design runs (a quarter of them failed) are
     the start instead of the Sobol runs, every one counted in the target's runs; the
@@ -308,6 +312,7 @@ def test_final_pick_sees_through_a_lucky_outlier() -> None:
     assert final_pick(p, runs, ens, 1)[0] is runs[-1]
 
 
+@pytest.mark.slow
 def test_final_rule_on_noisy_and_deterministic_studies() -> None:
     """``final: auto``: the ensemble's pick on a stochastic study, the best run on a
     deterministic one (unchanged: the same answer as ``best_run``); the rule never

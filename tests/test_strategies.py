@@ -123,6 +123,7 @@ def test_pts_tiny_box_is_op(study, targets):
     np.testing.assert_allclose(pts["error"], op["error"], rtol=1e-5, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_summary_matches_records(study, targets):
     recs = {s: run(study, targets, s, budget=8)[0] for s in AVAILABLE}
     summ = st.summarize(recs)

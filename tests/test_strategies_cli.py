@@ -50,6 +50,7 @@ def _cal(setup, *extra: str, targets: str = "targets.csv") -> int:
                  "--targets", str(d / targets), *extra])
 
 
+@pytest.mark.slow
 def test_pipeline(setup):
     d: Path = setup["dir"]
     common = ["--study", "rosen", "--params", setup["params"], "--seed", str(SEED),
