@@ -345,3 +345,28 @@ def test_sim_targets_writes_observed_curves_one_row_per_target(tmp_path):
     assert tab["cases@14"].tolist() == [30.0, 25.0] and np.isnan(tab["cases@7"].iloc[1])
     w = output_weights(tab, ["cases@7", "cases@14"], np.array([4.0, 4.0]))
     np.testing.assert_allclose(w, [[0.5 * 4 / 2, 0.5 * 4 / 3], [0.0, 4 / 3]])
+
+
+def test_targets_that_observe_different_points_are_calibrated_on_their_own_points():
+    """Two observed targets of one curve, each with points the other lacks: every
+    target is usable (before: a NaN at an unobserved point failed the target) and its
+    Delta is the 1/m-weighted sum over its own points only."""
+    from simcalib.metamodel.strategies.runner import calibrate
+    from simcalib.metamodel.training import train_metamodel
+
+    st = study(outputs=())
+    data = simulate_rows(st, design(60), 1)
+    mm, _ = train_metamodel(data, st.input_names, st.outputs, {**FAST, "epochs": 30}, 0, "lin")
+    truth = pd.DataFrame({"target_id": [0, 1], "a": [0.2, 0.7], "b": [0.5, -0.3]})
+    targets = simulate_rows(st, truth, 5, stream="targets", id_column="target_id")
+    cols = list(st.outputs)
+    targets.loc[0, cols[:4]] = np.nan       # target 0 observes t = 4..9
+    targets.loc[1, cols[6:]] = np.nan       # target 1 observes t = 0..5
+    rec, runs = calibrate(st, mm, targets, "rs", {"budget": 8}, {}, 3)
+    assert (rec["status"] == "ok").all()
+    for tid, seen in ((0, slice(4, 10)), (1, slice(0, 6))):
+        r = runs[runs["target_id"] == tid].iloc[0]
+        z = targets[cols].to_numpy(dtype=float)[tid][seen]
+        y = r[cols].to_numpy(dtype=float)[seen]
+        want = (np.abs(y - z) / mm.y_std[seen]).sum() / len(z)
+        assert r["error"] == pytest.approx(want, rel=1e-12)

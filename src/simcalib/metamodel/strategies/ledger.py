@@ -76,6 +76,7 @@ def read_targets(df: pd.DataFrame, study: Study, mm: Any, source: str = "targets
     targets are observed ones (``x_true`` None); ``sd_<output>``/``weight_<output>``
     columns set per-target output weights."""
     from simcalib.study.observations import SD_PREFIX, has_truth, output_weights
+    from simcalib.study.series import parse_column
 
     need = ["target_id", *study.space.context_names, *mm.output_names]
     missing = [c for c in need if c not in df.columns]
@@ -92,8 +93,13 @@ def read_targets(df: pd.DataFrame, study: Study, mm: Any, source: str = "targets
     out = []
     status = df["status"].astype(str) if "status" in df else pd.Series("ok", index=df.index)
     sd_cols = [SD_PREFIX + o for o in mm.output_names]
+    points = np.array([parse_column(o) is not None for o in mm.output_names])
     for k, (i, row) in enumerate(df.iterrows()):
         z = row[list(mm.output_names)].to_numpy(dtype=float)
+        # a curve's point the target does not observe (weight 0) is no missing data:
+        # it leaves Delta, so its NaN is kept out of the check and out of the sums
+        unseen = points & (weights[k] == 0)
+        z = np.where(unseen, 0.0, z)
         ok = status.loc[i] == "ok" and bool(np.isfinite(z).all())
         x_true = row[study.space.tunable_names].to_numpy(dtype=float) if truth else None
         given = np.array([c in df.columns and bool(np.isfinite(float(row[c])))
