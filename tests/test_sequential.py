@@ -19,6 +19,7 @@ from simcalib.metamodel.strategies.runner import default_optimize
 from simcalib.metamodel.strategies.sequential import initial_runs
 from simcalib.metamodel.strategies.settings import check_settings, merged_settings
 from simcalib.study import Study
+from tests.cal_fixtures import warped_plane_study
 
 SEED = 11
 SMALL = {"sequential": {"ensemble": {"members": 3, "hidden": [8, 8], "epochs": 300,
@@ -27,19 +28,6 @@ SMALL = {"sequential": {"ensemble": {"members": 3, "hidden": [8, 8], "epochs": 3
 
 
 XSTAR = np.array([0.62, 0.27])
-
-
-def _study(fail: dict | None = None) -> Study:
-    from tests.conftest import REPO
-
-    sim: dict = {"type": "python", "options": {"function": "tests.sim_fixtures:warped_plane",
-                                               "path": str(REPO), "outputs": ["a", "b"]}}
-    if fail is not None:
-        sim["fail_region"] = fail
-    return Study("wp", {"simulator": sim, "outputs": ["a", "b"],
-                        "parameters": {"x": {"lower": 0.0, "upper": 1.0},
-                                       "y": {"lower": 0.0, "upper": 1.0}},
-                        "constraints": []})
 
 
 class ScaleMM:
@@ -66,8 +54,8 @@ def _run(study: Study, budget: int, strategy: str = "sequential", journal: Path 
 
 
 def test_reaches_the_known_optimum_and_beats_random_search() -> None:
-    p = _run(_study(), 28)
-    rs = _run(_study(), 28, "rs")
+    p = _run(warped_plane_study(), 28)
+    rs = _run(warped_plane_study(), 28, "rs")
     assert p.used == 28 and all(r["status"] == "ok" for r in p.runs)
     best, rs_best = p.best_run()["error"], rs.best_run()["error"]
     assert best < 0.01                  # Delta = 0 at x* only; about 1 in the box
@@ -81,7 +69,7 @@ def test_reaches_the_known_optimum_and_beats_random_search() -> None:
 
 
 def test_same_seed_same_runs() -> None:
-    a, b = _run(_study(), 16), _run(_study(), 16)
+    a, b = _run(warped_plane_study(), 16), _run(warped_plane_study(), 16)
     np.testing.assert_array_equal(np.array([r["x"] for r in a.runs]),
                                   np.array([r["x"] for r in b.runs]))
 
@@ -89,7 +77,7 @@ def test_same_seed_same_runs() -> None:
 @pytest.mark.slow
 def test_failure_region_is_avoided_once_runs_fail() -> None:
     # every run with x > 0.75 fails (a quarter of the box), away from x* = (0.62, 0.27)
-    p = _run(_study({"x": [0.75, 1.0]}), 28)
+    p = _run(warped_plane_study({"x": [0.75, 1.0]}), 28)
     start = [r for r in p.runs if r["phase"] == "sobol"]
     rounds = [r for r in p.runs if r["phase"] != "sobol"]
     share_start = np.mean([r["status"] != "ok" for r in start])
@@ -106,8 +94,8 @@ def test_resume_after_a_kill_mid_round_replays_the_journal(tmp_path: Path,
     # every group "slow": runs journaled one at a time, as for a costly simulator (a fast
     # one's groups grow; tests/test_calibration_blocks.py checks that)
     monkeypatch.setattr("simcalib.metamodel.strategies.ledger.GROUP_SECONDS", 0.0)
-    full = _run(_study(), 16)
-    study = _study()
+    full = _run(warped_plane_study(), 16)
+    study = warped_plane_study()
     calls = {"n": 0}
     run = study.simulator.run
 
@@ -122,7 +110,7 @@ def test_resume_after_a_kill_mid_round_replays_the_journal(tmp_path: Path,
     with pytest.raises(KeyboardInterrupt):
         _run(study, 16, journal=jpath)
     study.simulator.run = run
-    again = _study()
+    again = warped_plane_study()
     counted = {"n": 0}
     run2 = again.simulator.run
 
@@ -163,13 +151,13 @@ def test_k_targets_at_once_share_their_runs() -> None:
     xs = np.array([[0.62, 0.27], [0.2, 0.8], [0.45, 0.5]])
     tdf = pd.DataFrame({"target_id": [0, 1, 2], "x": xs[:, 0], "y": xs[:, 1],
                         "a": xs[:, 0] + 0.5 * xs[:, 1] ** 2, "b": xs[:, 1] + 0.5 * xs[:, 0] ** 2})
-    rec, runs = calibrate(_study(), ScaleMM(), tdf, "sequential",
+    rec, runs = calibrate(warped_plane_study(), ScaleMM(), tdf, "sequential",
                           {"budget": 12, **SMALL}, {"backend": "highs"}, SEED)
     assert list(rec["runs"]) == [12, 12, 12] and len(runs) == 36
     assert (rec["status"] == "ok").all()
     assert (rec["error"] < 0.05).all()
     # the same 12 runs per target spent separately: each search starts from nothing
-    alone = [calibrate(_study(), ScaleMM(), tdf.iloc[[i]], "sequential",
+    alone = [calibrate(warped_plane_study(), ScaleMM(), tdf.iloc[[i]], "sequential",
                        {"budget": 12, **SMALL}, {"backend": "highs"}, SEED)[0]["error"].iloc[0]
              for i in range(3)]
     assert rec["error"].mean() < np.mean(alone) / 3
@@ -219,7 +207,7 @@ def test_use_design_starts_from_the_design_runs_and_counts_them() -> None:
     from simcalib.seeds import rng
     from simcalib.study.simulation import simulate_rows
 
-    study = _study({"x": [0.75, 1.0]})
+    study = warped_plane_study({"x": [0.75, 1.0]})
     d = study.space.design(12, rng(SEED, "design", "wp"), "sobol")
     d.insert(0, "run_id", np.arange(len(d), dtype=np.int64))
     design = simulate_rows(study, d, SEED)
@@ -335,7 +323,7 @@ def test_final_rule_on_noisy_and_deterministic_studies() -> None:
     run = next(r for r in noisy["auto"].runs if np.array_equal(r["x"], outs["auto"]["x"]))
     np.testing.assert_array_equal(outs["auto"]["y"], run["y"])
     # deterministic: auto is best_run, and the outcome is the same to the last digit
-    det = {f: _ledger(_study(), 16, {"sequential": {**SMALL["sequential"], "final": f}})
+    det = {f: _ledger(warped_plane_study(), 16, {"sequential": {**SMALL["sequential"], "final": f}})
            for f in ("auto", "best_run")}
     assert final_rule(det["auto"], det["auto"].settings["sequential"]) == "best_run"
     a, b = (st.get("sequential").fn(p) for p in det.values())

@@ -22,7 +22,7 @@ import pandas as pd
 from simcalib.report import agree
 from simcalib.report import flags as fl
 from simcalib.report.names import display
-from simcalib.report.recommend import recommended
+from simcalib.report.recommend import study_pick
 from simcalib.report.sections import Block, Figure, Table, read_if_exists
 from simcalib.study.observations import delta_unit
 
@@ -43,10 +43,10 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
     """The calibrated inputs per target, the observed-vs-re-simulated figure and the
     posterior intervals of one metamodel study; empty when it has no calibration."""
     cal = results / study / "calibration"
-    summ = read_if_exists(cal / "summary.csv")
-    if summ is None or "strategy" not in summ:
+    got = study_pick(cal)
+    if got is None:
         return []
-    pick = recommended(summ)
+    summ, pick = got
     if pick is None:
         return [f"**WARNING:** {study}: no strategy calibrated any target."]
     best, why = pick

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from simcalib.report import agree
-from simcalib.report.recommend import recommended
+from simcalib.report.recommend import study_pick
 from simcalib.report.sections import read_if_exists
 
 #: targets listed per study (the page has them all)
@@ -52,10 +52,10 @@ def _intervals(post: pd.DataFrame | None, tid: int) -> dict[str, tuple[float, fl
 def study_lines(results: Path, study: str) -> list[str]:
     """The study's answer lines (empty without a calibration summary)."""
     cal = results / study / "calibration"
-    summ = read_if_exists(cal / "summary.csv")
-    if summ is None or "strategy" not in summ:
+    got = study_pick(cal)
+    if got is None:
         return []
-    pick = recommended(summ)
+    summ, pick = got
     if pick is None:
         return [f"  {study}: no strategy calibrated any target"]
     best, why = pick

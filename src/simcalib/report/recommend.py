@@ -3,6 +3,8 @@ the console's end block (its own module so both can import it without a cycle)."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -23,4 +25,16 @@ def recommended(summary: pd.DataFrame) -> tuple[str, str] | None:
     return str(best["strategy"]), f"the smallest {what} of the strategies, {best[col]:.4g}"
 
 
-__all__ = ["recommended"]
+def study_pick(cal: Path) -> tuple[pd.DataFrame, tuple[str, str] | None] | None:
+    """A study's calibration folder's ``summary.csv`` and :func:`recommended` on it:
+    None without a summary (no calibration), ``(summary, None)`` when no strategy
+    calibrated any target."""
+    from simcalib.report.sections import read_if_exists
+
+    summ = read_if_exists(cal / "summary.csv")
+    if summ is None or "strategy" not in summ:
+        return None
+    return summ, recommended(summ)
+
+
+__all__ = ["recommended", "study_pick"]
