@@ -4,7 +4,7 @@ Issue 41's goal: on ``epidemic_mean`` and ``rosenbrock``, one target, 128 total 
 the median Delta at ``batch`` 16 within 1.5x of ``batch`` 4, and at 32 within 2x (a
 batch of 16 makes the wall time of a cluster run ~4x shorter: 8 rounds instead of 31).
 For each study, seed, target and batch this runs the search on one target (the
-one-job path: the round jobs give the same runs, tests/test_calibration_rounds.py) and
+one-job path: the round jobs give the same runs, tests/strategies/test_calibration_rounds.py) and
 records its Delta (the scale: the sd of the first 256 runs of a Sobol design, as
 benchmarks/sequential.py), rounds, ensemble members, and the wall seconds of each
 round's fit + proposal MILPs (the step job's work; the per-round overhead beside a

@@ -16,21 +16,21 @@ def slow_quadratic(df: pd.DataFrame, options: dict) -> pd.DataFrame:
 
 
 def linear_k(df: pd.DataFrame, options: dict) -> pd.DataFrame:
-    """y = 0.1 k + (x - 0.5)^2 (the failing design of tests/test_failure.py)."""
+    """y = 0.1 k + (x - 0.5)^2 (the failing design of tests/metamodel/test_failure.py)."""
     return pd.DataFrame({"y": 0.1 * df["k"] + (df["x"] - 0.5) ** 2})
 
 
 def warped_plane(df: pd.DataFrame, options: dict) -> pd.DataFrame:
     """Two outputs, one solution: (a, b) = (x + y^2 / 2, y + x^2 / 2) is one-to-one on
     [0, 1]^2 (Jacobian determinant 1 - x y > 0), so a target made at x* has Delta = 0
-    at x* only (tests/test_sequential.py)."""
+    at x* only (tests/strategies/test_sequential.py)."""
     return pd.DataFrame({"a": df["x"] + 0.5 * df["y"] ** 2, "b": df["y"] + 0.5 * df["x"] ** 2})
 
 
 def noisy_warped_plane(df: pd.DataFrame, seeds: np.ndarray, options: dict) -> pd.DataFrame:
     """:func:`warped_plane` plus Gaussian noise of sd ``options['sd']`` on each output,
     drawn from each row's seed (replicates differ, reruns agree): a stochastic
-    simulator whose noise-free truth is known (tests/test_sequential.py)."""
+    simulator whose noise-free truth is known (tests/strategies/test_sequential.py)."""
     out = warped_plane(df, options)
     sd = float(options.get("sd", 0.0))
     eps = np.array([np.random.default_rng(int(s)).standard_normal(2) for s in seeds])

@@ -3,7 +3,7 @@ quarter plate with an elliptical hole (:mod:`.mesh`), plane-stress von Mises
 plasticity with Holloman or Voce hardening (:mod:`.material`), Newton with the
 consistent tangent under displacement control (:mod:`.solver`), and the specimen's
 responses at 12 surface points (:mod:`.specimen`).  Verified in
-``tests/test_fe_tension.py``; docs/multisource.md describes the model."""
+``tests/simulators/test_fe_tension.py``; docs/multisource.md describes the model."""
 
 import logging
 

@@ -17,7 +17,7 @@ from simcalib.errors import ConfigError
 from simcalib.simulators import command, command_build
 from simcalib.simulators.factory import build_simulator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIM = "resources/example_simulator/oscillator.py"
 KEY = "studies.osc.simulator.options"
 OUTPUTS = ["peak_displacement", "peak_time", "rebound_ratio"]

@@ -11,7 +11,7 @@ import pytest
 
 from simcalib.config import schema_defaults
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "simcalib"
+SRC = Path(__file__).resolve().parents[2] / "src" / "simcalib"
 
 
 def _defaults(cls) -> dict:

@@ -275,7 +275,7 @@ def fresh() -> dict[str, Any]:
     least-squares start of ``hmc_koh`` by 3e-7 in its cost, before and after the split
     alike), and the chains amplify a last bit into every draw."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
+        [str(Path(__file__).resolve().parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, __file__, "--json"], capture_output=True,
                           text=True, env=env, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

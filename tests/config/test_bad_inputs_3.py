@@ -34,7 +34,7 @@ from simcalib.metamodel import trust
 from simcalib.metamodel.plan import calibration_jobs, smallest_block_size
 from simcalib.study.observations import read_observations
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RB = "studies.rb"
 DEL = object()
 

@@ -22,7 +22,7 @@ from simcalib.config import load_yaml, validate_config
 from simcalib.errors import ConfigError
 from tests.fixtures.configs import BASE, DEL, OSC, _patched
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RB = "studies.rb"
 OPT = "studies.osc.simulator.options"
 HD = "solvers.highs-default"

@@ -19,7 +19,7 @@ from simcalib.metamodel.milp import build_problem, optimize  # noqa: E402
 from simcalib.metamodel.model import Metamodel, build_net  # noqa: E402
 from simcalib.study.space import build_space  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _op_peers():

@@ -11,7 +11,7 @@ import pytest
 
 from simcalib.errors import ConfigError
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "api_quickstart.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "api_quickstart.py"
 
 
 def test_quickstart_recovers_the_known_inputs() -> None:

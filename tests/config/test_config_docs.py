@@ -7,7 +7,7 @@ from pathlib import Path
 from simcalib.config import schema_defaults
 from simcalib.config_docs import main, render
 
-README = Path(__file__).resolve().parents[1] / "config" / "README.md"
+README = Path(__file__).resolve().parents[2] / "config" / "README.md"
 
 
 def test_committed_reference_is_current():

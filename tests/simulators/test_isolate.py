@@ -104,7 +104,7 @@ def test_sigkill_of_the_job_kills_isolated_workers(tmp_path: Path) -> None:
     import sys
 
     env = {**os.environ, "PIDDIR": str(tmp_path),
-           "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+           "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     proc = subprocess.Popen([sys.executable, "-c", DRIVER % HERE], env=env)
     deadline = time.monotonic() + 120
     while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:

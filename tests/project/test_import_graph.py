@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 PKG = SRC / "simcalib"
 WORKER_ENTRY = "worker_main"   # runs in a worker process only
 

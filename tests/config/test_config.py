@@ -13,7 +13,7 @@ import yaml
 from simcalib.config import load_config, validate_config
 from simcalib.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BASE = {
     "seed": 1,
     "studies": {

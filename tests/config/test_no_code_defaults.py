@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "simcalib"
+SRC = Path(__file__).resolve().parents[2] / "src" / "simcalib"
 
 #: file (relative to src/simcalib) -> literal fallbacks it may still hold (issue 40:
 #: these files are being rewritten into settings objects; the numbers only go down)

@@ -92,7 +92,7 @@ def test_resume_after_a_kill_mid_round_replays_the_journal(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
     # every group "slow": runs journaled one at a time, as for a costly simulator (a fast
-    # one's groups grow; tests/test_calibration_blocks.py checks that)
+    # one's groups grow; tests/strategies/test_calibration_blocks.py checks that)
     monkeypatch.setattr("simcalib.metamodel.strategies.ledger.GROUP_SECONDS", 0.0)
     full = _run(warped_plane_study(), 16)
     study = warped_plane_study()

@@ -14,7 +14,7 @@ from simcalib.errors import ConfigError
 from simcalib.seeds import row_seeds
 from simcalib.simulators import build_simulator, probe, probe_is_reusable, result_columns
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIM = str(ROOT / "resources/example_simulator/oscillator.py")
 OSC = {
     "simulator": {"type": "command", "options": {

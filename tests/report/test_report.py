@@ -168,7 +168,7 @@ def test_report_summary_verb_writes_every_page(results: Path, tmp_path: Path) ->
 
 def test_every_report_caption_exists() -> None:
     """`snakemake --report` stops at the first output whose caption file is missing."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     rules = [*(root / "workflow" / "rules").rglob("*.smk"), root / "Snakefile"]
     captions = {c for f in rules for c in re.findall(
         r'figure\(\s*f?"[^"]*",\s*"([a-z_0-9]+)"', f.read_text(), re.S)}

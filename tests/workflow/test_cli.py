@@ -17,7 +17,7 @@ from simcalib import cli
 from simcalib.cli import build_parser, main
 from simcalib.config import load_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "configs" / "tiny.yaml"
 
 # Every file or directory each verb writes, by flag (the naming scheme: --output for the

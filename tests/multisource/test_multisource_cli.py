@@ -134,6 +134,6 @@ def test_config_section_defaults_and_checks():
 @pytest.mark.parametrize("name", ["config/config.yaml", "config/paper.yaml",
                                   "tests/configs/tiny.yaml"])
 def test_shipped_configs_have_a_valid_section(name: str):
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     c = validate_config(load_yaml(root / name))
     assert c["multisource"]["fit"]["n_seeds"] >= 1

@@ -58,7 +58,7 @@ def bad_fn(df: pd.DataFrame) -> pd.DataFrame:
 
 def test_python_adapter_runs_and_catches_exceptions() -> None:
     study = {"simulator": {"type": "python",
-                           "options": {"function": "tests.test_simulators:good_fn",
+                           "options": {"function": "tests.simulators.test_simulators:good_fn",
                                        "outputs": ["s", "seed_even"]}},
              "parameters": {"x": {"lower": 0, "upper": 1}, "y": {"lower": 0, "upper": 1}}}
     sim = build_simulator(study)
@@ -66,11 +66,11 @@ def test_python_adapter_runs_and_catches_exceptions() -> None:
     out = sim.run(df, np.array([3, 4]))
     np.testing.assert_allclose(out["s"], [0.4, 0.6])
     np.testing.assert_array_equal(out["seed_even"], [1, 0])
-    study["simulator"]["options"]["function"] = "tests.test_simulators:bad_fn"
+    study["simulator"]["options"]["function"] = "tests.simulators.test_simulators:bad_fn"
     out = build_simulator(study).run(df, np.array([3, 4]))
     assert (out["status"] == "error").all()
     assert "model diverged" in out.loc[0, "message"]
-    study["simulator"]["options"]["function"] = "tests.test_simulators:nope"
+    study["simulator"]["options"]["function"] = "tests.simulators.test_simulators:nope"
     with pytest.raises(ConfigError, match="no callable"):
         build_simulator(study)
 
