@@ -127,3 +127,18 @@ def test_no_test_module_imports_another_test_module():
             offenders += [f"{path.relative_to(root)}: {n}" for n in names
                           if n.split(".")[-1].startswith("test_") or ".test_" in n]
     assert not offenders, offenders
+
+
+#: the folders test modules live in, by package (issue 40); a new folder is added here
+TEST_FOLDERS = {"bayes", "metamodel", "strategies", "study", "simulators", "multisource",
+                "report", "workflow", "config", "project"}
+
+
+def test_test_modules_are_grouped_in_folders_by_package():
+    """A reader finds a package's tests in one folder: no test module at the top of
+    tests/, none in a folder outside the agreed list (fixtures and configs hold none)."""
+    tests = SRC.parent / "tests"
+    misplaced = [str(p.relative_to(tests)) for p in tests.rglob("test_*.py")
+                 if p.parent == tests or p.relative_to(tests).parts[0] not in TEST_FOLDERS]
+    assert not misplaced, f"test modules outside tests/<package>/: {misplaced}"
+    assert {p.parent.name for p in tests.glob("*/test_*.py")} == TEST_FOLDERS
