@@ -110,8 +110,8 @@ def write(path, fmt, day, cases, cum, fault):
         cols = ["day", "cases", "cumulative", "final_size"]
         keep = [i for i, c in enumerate(cols) if not (fault == 5 and c == "cases")]
         lines = [",".join(cols[i] for i in keep)]
-        for d, c, s in zip(day, cases, cum):
-            row = [str(d), repr(c), repr(s), repr(final)]
+        for i, d in enumerate(day):  # (no zip(strict=): any python3 runs this file)
+            row = [str(d), repr(cases[i]), repr(cum[i]), repr(final)]
             lines.append(",".join(row[i] for i in keep))
         text = "\n".join(lines) + "\n"
     if path == "-":

@@ -1,12 +1,24 @@
-"""The command simulator's curves (issue 42): command_parse.read_series, the one call
-command.py's output parsing makes for a study with series."""
+"""The command simulator's curves (issue 42): command_parse.read_series, and the
+runner that reads a program's CSV rows or JSON arrays into <series>@<point> columns
+(the shipped example resources/example_simulator/logistic_curve.py, with known answers
+and every bad input it can write on purpose)."""
 
 from __future__ import annotations
 
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
 import pytest
 
+from simcalib.errors import ConfigError, DataError
+from simcalib.simulators import command_build
 from simcalib.simulators.command_parse import OutputParseError, extract, parse_csv, read_series
+from simcalib.study.model import Study
 from simcalib.study.series import SeriesSpec
+from simcalib.study.simulation import run_chunk, simulate_rows
 
 SPECS = {"cases": SeriesSpec("cases", "day", (2.0, 3.0))}
 
@@ -37,17 +49,6 @@ def test_a_file_without_the_curve_is_a_parse_error_naming_it(parser, text, match
 # The shipped example program (resources/example_simulator/logistic_curve.py) through
 # the command simulator: a Study builds it, so the points come from the declaration or
 # the observations exactly as in the workflow.
-import math  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from simcalib.errors import ConfigError, DataError  # noqa: E402
-from simcalib.simulators import command_build  # noqa: E402
-from simcalib.study.model import Study  # noqa: E402
-from simcalib.study.simulation import run_chunk, simulate_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PROG = "resources/example_simulator/logistic_curve.py"
@@ -123,8 +124,8 @@ def test_csv_and_json_give_the_same_bits_and_seeds_reproduce_noisy_curves() -> N
     for fmt in ("csv", "json"):
         cfg_opts = options(fmt, **noisy)
         st = Study("curve", {"simulator": {"type": "command", "options": cfg_opts},
-                             "parameters": PARAMS, "series": {"cases": "day"} | {
-                                 "cases": {"index": "day", "points": DAYS}}})
+                             "parameters": PARAMS,
+                             "series": {"cases": {"index": "day", "points": DAYS}}})
         out[fmt] = simulate_rows(st, rows([0.3, 0.3]), seed=7)
     cols = [f"cases@{d}" for d in DAYS]
     a, b = out["csv"][cols].to_numpy(), out["json"][cols].to_numpy()
