@@ -210,3 +210,30 @@ def test_a_scalar_study_is_unchanged() -> None:
     study = {"parameters": PARAMS, "outputs": ["final_size"]}
     sim = command_build.build(options(), study, "studies.curve.simulator.options")
     assert sim.outputs == ["final_size"] and sim.series == {}
+
+
+def test_the_documented_curve_study_runs_as_shipped() -> None:
+    """docs/your_simulator.md's command curve study (<= 25 lines of YAML): it builds,
+    takes its points from the shipped observations and simulates the observed days;
+    at the hidden inputs of target 0 the program's curve is within 4 sd of the data."""
+    import re
+
+    import yaml
+
+    from simcalib.study.observations import read_observations
+
+    text = (ROOT / "docs/your_simulator.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "growth_curve" in b)
+    assert len(block.strip().splitlines()) <= 25
+    st = Study("growth_curve", yaml.safe_load(block)["studies"]["growth_curve"])
+    days = list(range(2, 31, 2))
+    assert st.outputs == [f"cases@{d}" for d in days]
+    obs = read_observations(ROOT / "resources/curve_obs/observations.csv", st.outputs, [],
+                            st.input_names, series=st.series)
+    assert obs.target_id.tolist() == [0, 1]
+    truth = pd.DataFrame({"run_id": [0], "rate": [0.32], "capacity": [90.0]})
+    out = simulate_rows(st, truth, seed=1)
+    assert out.status.tolist() == ["ok"]
+    z = (out.iloc[0][st.outputs].to_numpy(float) - obs.iloc[0][st.outputs].to_numpy(float)) \
+        / obs.iloc[0][[f"sd_{c}" for c in st.outputs]].to_numpy(float)
+    assert np.abs(z).max() < 4.0
