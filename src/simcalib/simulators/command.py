@@ -5,6 +5,9 @@ case: write the row's inputs into a file the program reads (FluTE-style
 ``name value`` lines, JSON, or any text from a template) and/or onto its command
 line, run it in a scratch directory of its own, and read the outputs back from a
 file it writes (``key: value`` lines such as FluTE's ``Summary0``, CSV or JSON).
+A study's curves (``series``) come from the same file: one CSV row per time point or
+JSON arrays, read into ``<series>@<point>`` columns after the scalars
+(:mod:`simcalib.simulators.command_series`).
 
 Why each design choice:
 
