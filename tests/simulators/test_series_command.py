@@ -34,6 +34,11 @@ def test_json_arrays_beside_scalars():
     assert read_series(text, "json", SPECS, "out.json") == {"cases@2": 7.0, "cases@3": 4.0}
 
 
+def test_json_arrays_without_the_index_are_the_declared_points_in_order():
+    text = '{"cases": [7, 4], "total": 16}'
+    assert read_series(text, "json", SPECS, "out.json") == {"cases@2": 7.0, "cases@3": 4.0}
+
+
 @pytest.mark.parametrize("parser, text, match", [
     ("csv", "day,cases\n1,5\n3,4\n", r"out: series 'cases' has no value at day 2"),
     ("csv", "day,cases\n2,5\n2,4\n3,1\n", "appears twice"),
