@@ -52,7 +52,7 @@ rule sim_run:
         mem_mb=2000,
         runtime=120,
     params:
-        cfg=study_params(*SIM_KEYS),
+        cfg=sim_params(*SIM_KEYS),
         seed=config["seed"],
     shell:
         "python -m simcalib sim-run --study {wildcards.study} --params {params.cfg:q} "
@@ -105,7 +105,7 @@ rule sim_noise:
         mem_mb=2000,
         runtime=60,
     params:
-        cfg=study_params(*NOISE_KEYS),
+        cfg=sim_params(*NOISE_KEYS),
         seed=config["seed"],
     shell:
         "python -m simcalib sim-noise --study {wildcards.study} --params {params.cfg:q} "
@@ -134,7 +134,7 @@ rule sim_targets:
         mem_mb=2000,
         runtime=60,
     params:
-        cfg=study_params(*TARGET_KEYS),
+        cfg=sim_params(*TARGET_KEYS),
         which=tset_name,
         seed=config["seed"],
     shell:

@@ -5,6 +5,9 @@ case: write the row's inputs into a file the program reads (FluTE-style
 ``name value`` lines, JSON, or any text from a template) and/or onto its command
 line, run it in a scratch directory of its own, and read the outputs back from a
 file it writes (``key: value`` lines such as FluTE's ``Summary0``, CSV or JSON).
+A study's curves (``series``) come from the same file: one CSV row per time point or
+JSON arrays, read into ``<series>@<point>`` columns after the scalars
+(:mod:`simcalib.simulators.command_series`).
 
 Why each design choice:
 
@@ -87,6 +90,12 @@ from simcalib.simulators.command_parse import (  # noqa: F401  (re-exported)
     parse_json,
     parse_keyvalue,
     parse_output,
+)
+from simcalib.simulators.command_series import (
+    SeriesAbsentError,
+    describe_nonfinite,
+    nonfinite,
+    read_curves,
 )
 from simcalib.simulators.scratch import LinkStage, Watchdog, inside, trap_sigterm
 
@@ -325,6 +334,9 @@ class CommandSimulator:
     key: str = "simulator.options"
     confine: str = "off"  # strict | warn | off (resolved: module confine)
     writable: list[Path] = field(default_factory=list)  # declared writable paths (strict)
+    # the study's series (name -> SeriesSpec with points): their point columns end
+    # ``outputs`` and are read from the file's rows or arrays (module command_series)
+    series: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._stopping = False
@@ -449,6 +461,13 @@ class CommandSimulator:
         with self._batch() as batch:
             result = (self.run_one(*rows[0], batch=batch) if not batch.error else
                       {"status": STATUS_ERROR, "message": batch.error})
+        if "_absent" in result:
+            exc = result["_absent"]
+            study_key = self.key.rsplit(".", 2)[0]
+            raise ConfigError(f"{study_key}.series.{exc.name}", f"the probe run's output file "
+                              f"does not hold this series: {exc} (a CSV needs one row per "
+                              "time point with the index column and one column per series; "
+                              "JSON one array per series, docs/command.md)")
         if "_missing" in result:
             output, exc = result["_missing"]
             fkey = self.file_keys[output]
@@ -711,19 +730,26 @@ class CommandSimulator:
         try:
             text = out_path.read_text(errors="replace")
             data = parse_output(text, self.parser, self.key_separator)
-            for o in self.outputs:
-                vals[o] = extract(data, self.file_keys[o])
+            for o, fkey in self.file_keys.items():
+                vals[o] = extract(data, fkey)
         except MissingKeyError as exc:
-            missing = next(o for o in self.outputs if o not in vals)
+            missing = next(o for o in self.file_keys if o not in vals)
             exc.context = describe_output(text, self.parser, self.key_separator)
             return {**fail(STATUS_PARSE, f"{out_name}: {exc}; {exc.context}"),
                     "_missing": (missing, exc)}
         except OutputParseError as exc:
             return fail(STATUS_PARSE, f"{out_name}: {exc}; "
                         f"{describe_output(text, self.parser, self.key_separator)}")
-        bad = [o for o, v in vals.items() if not math.isfinite(v)]
+        if self.series:
+            try:
+                vals.update(read_curves(text, self.parser, self.series, out_name))
+            except SeriesAbsentError as exc:  # the same in every run: the probe says so
+                return {**vals, **fail(STATUS_PARSE, str(exc)), "_absent": exc}
+            except OutputParseError as exc:  # this run's curve: its row, scalars kept
+                return {**vals, **fail(STATUS_PARSE, str(exc))}
+        bad = nonfinite(vals)
         if bad:
-            return {**vals, **fail(STATUS_NAN, f"non-finite output(s): {bad}")}
+            return {**vals, **fail(STATUS_NAN, describe_nonfinite(bad, self.series))}
         n_warn, warn = _warning_lines(err_log)
         message = (f"{WARNING_PREFIX}{n_warn} stderr line(s) mention a warning or an error: "
                    f"{warn}") if n_warn else ""

@@ -30,6 +30,7 @@ from simcalib.simulators.command import (
     CommandSimulator,
 )
 from simcalib.simulators.command_parse import KEYVALUE_SEPARATOR, WHITESPACE, Template
+from simcalib.simulators.command_series import check_parser, series_columns, study_series
 from simcalib.simulators.scratch import check_name
 
 
@@ -171,8 +172,10 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
     known_all = [*input_names, *RUNTIME_NAMES]
     known_names = [n for n in known_all if n not in ("input_file", "output_file", "workdir")]
     argv = _read_command(options.get("command"), root, known_all, f"{key}.command")
-    outputs, file_keys = _read_outputs(options, study, key)
+    series = study_series(study, key)
+    outputs, file_keys = _read_outputs(options, study, key, series)
     parser, key_sep = _parser(options.get("parser", ALLOWED["parser"]), f"{key}.parser")
+    check_parser(parser, series, key)
     out_file, out_tpl = _read_output_file(options.get("output_file"), known_names, key)
     inp = _read_input_file(options.get("input_file"), root, input_names, known_names,
                            known_all, f"{key}.input_file")
@@ -182,7 +185,7 @@ def build(options: Mapping[str, Any], study: Mapping[str, Any], key: str) -> Com
     sim = CommandSimulator(
         argv=argv, outputs=outputs, file_keys=file_keys, parser=parser, output_file=out_tpl,
         key_separator=key_sep, input_names=input_names, integer_names=integer_names,
-        root=root, key=key, confine=mode, writable=writable, **inp, **run)
+        root=root, key=key, confine=mode, writable=writable, series=series, **inp, **run)
     _dry_render(sim, key)
     return sim
 
@@ -202,21 +205,32 @@ def _read_command(cmd: Any, root: Path, known_all: list[str], key: str) -> list[
     return [Template.compile(a, known_all, f"{key}.{i}") for i, a in enumerate(cmd)]
 
 
-def _read_outputs(options: Mapping[str, Any], study: Mapping[str, Any],
-                  key: str) -> tuple[list[str], dict[str, str]]:
-    """The outputs and, through ``output_map``, the file key each is read from."""
+def _read_outputs(options: Mapping[str, Any], study: Mapping[str, Any], key: str,
+                  series: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The outputs (the scalars, then every series' point columns) and, through
+    ``output_map``, the file key each scalar is read from (a series is read from the
+    column or array of its own name)."""
     outputs = list(options.get("outputs") or study.get("outputs") or [])
-    if not outputs:
+    if not outputs and not series:
         raise ConfigError(f"{key}.outputs", "list the outputs the command produces "
-                          "(or give the study's 'outputs')")
+                          "(or give the study's 'outputs', or declare its 'series')")
     if len(set(outputs)) != len(outputs):
         raise ConfigError(f"{key}.outputs", f"duplicate names in {outputs}")
+    clash = sorted(set(outputs) & set(series))
+    if clash:
+        raise ConfigError(f"{key}.outputs", f"{clash} are declared as series (a curve, "
+                          "studies.<s>.series); list only the scalar outputs here")
     omap = options.get("output_map") or {}
     if not isinstance(omap, Mapping):
         raise ConfigError(f"{key}.output_map", "must map output-file keys to output names")
     file_keys = {o: o for o in outputs}
     seen: dict[str, str] = {}
     for fkey, oname in omap.items():
+        if oname in series:
+            raise ConfigError(f"{key}.output_map.{fkey}",
+                              f"maps to series {oname!r}: a series is read from the column "
+                              f"(CSV) or array (JSON) of its own name; rename it in the "
+                              "program's output or the study's series")
         if oname not in outputs:
             raise ConfigError(f"{key}.output_map.{fkey}",
                               f"maps to {oname!r}, which is not an output; outputs: {outputs}")
@@ -225,7 +239,7 @@ def _read_outputs(options: Mapping[str, Any], study: Mapping[str, Any],
                               f"output {oname!r} is already read from key {seen[oname]!r}")
         seen[oname] = str(fkey)
         file_keys[oname] = str(fkey)
-    return outputs, file_keys
+    return [*outputs, *series_columns(series)], file_keys
 
 
 def _read_output_file(out_file: Any, known_names: list[str],

@@ -15,7 +15,8 @@ from simcalib.study.observations import resolve, target_sets
 from simcalib.study.simulation import concurrent_calls
 
 STRATEGIES = registry()
-# study keys a calibration job needs to rebuild the study's space and simulator
+# study keys a calibration job needs to rebuild the study's space and simulator (and,
+# added by study_keys of helpers/simulate.smk, its resolved series)
 CAL_STUDY_KEYS = ("simulator", "parameters", "contexts", "constraints", "outputs")
 SWEEP_PREFIX = "calibration/sweep/R"
 
@@ -57,7 +58,7 @@ def cal_params(wildcards):
         sub["sequential"] = {
             k: v for k, v in sub["sequential"].items() if k not in ("jobs", "chunk_size")
         }
-    out = {k: cfg[k] for k in (*CAL_STUDY_KEYS, *spec.study_keys) if k in cfg}
+    out = study_keys(wildcards.study, (*CAL_STUDY_KEYS, *spec.study_keys))
     # a declared stochastic simulator turns on choosing by mean (select.top: auto)
     out["noise"] = {"stochastic": (cfg.get("noise") or {}).get("stochastic", "auto")}
     out["calibration"] = sub
@@ -109,8 +110,7 @@ def cal_block_arg(wildcards):
 
 
 def cal_study_only(wildcards):
-    cfg = config["studies"][wildcards.study]
-    return as_json({k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg})
+    return as_json(study_keys(wildcards.study, CAL_STUDY_KEYS))
 
 
 MM_FILES = {
@@ -336,7 +336,7 @@ def posterior_studies():
 def posterior_params(wildcards):
     """Study keys + the calibration.posterior section (nothing else reruns it)."""
     cfg = config["studies"][wildcards.study]
-    out = {k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg}
+    out = study_keys(wildcards.study, CAL_STUDY_KEYS)
     out["calibration"] = {"posterior": cfg["calibration"]["posterior"]}
     return as_json(out)
 

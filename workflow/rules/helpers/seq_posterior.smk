@@ -1,6 +1,7 @@
 # Input functions and params of rule cal_seq_posterior (workflow/rules/seq_posterior.smk),
 # kept apart from the rule as `snakemake --lint` asks.  Uses caldir_targets and
-# CAL_STUDY_KEYS of helpers/calibrate.smk (included before).
+# CAL_STUDY_KEYS of helpers/calibrate.smk and study_keys of helpers/simulate.smk
+# (included before).
 
 
 def seq_posterior_studies():
@@ -24,7 +25,7 @@ def seq_posterior_params(wildcards):
     ensemble's settings and noise.stochastic (nothing else reruns it)."""
     cfg = config["studies"][wildcards.study]
     cal = cfg["calibration"]
-    out = {k: cfg[k] for k in CAL_STUDY_KEYS if k in cfg}
+    out = study_keys(wildcards.study, CAL_STUDY_KEYS)
     out["noise"] = {"stochastic": (cfg.get("noise") or {}).get("stochastic", "auto")}
     out["calibration"] = {
         "posterior": cal["posterior"],

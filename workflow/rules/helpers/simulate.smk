@@ -1,7 +1,10 @@
 # Input functions, params and constants of the simulate rules (workflow/rules/simulate.smk),
 # kept apart from the rules as `snakemake --lint` asks.
 
+from functools import cache
+
 from simcalib.study.observations import observed_file, resolve
+from simcalib.study.series_study import series_params
 from simcalib.study.simulation import n_chunks
 
 # Keys each step reads, so a change elsewhere (metamodel, strategies) never re-simulates.
@@ -18,6 +21,38 @@ TARGET_KEYS = (
     "targets",
     "extra_targets",
 )
+
+
+@cache
+def resolved_series(study):
+    """The study's `series` with its points resolved (declared, else the union of the
+    observed ones), or None for a scalar study.  Every rule that builds the study's
+    simulator or outputs carries it, so a change of a series' points or index reruns
+    exactly those jobs, while a rule never reads the observation files itself (a new
+    targets file with the same points re-simulates nothing).  Cached: the config does
+    not change during a run and a DAG asks once per job."""
+    cfg = config["studies"][study]
+    return series_params(cfg, f"studies.{study}")
+
+
+def study_keys(study, keys):
+    """The given keys of the study's config, plus its resolved `series` (when it
+    declares one): what a job that rebuilds the study needs in its `params:`."""
+    cfg = config["studies"][study]
+    out = {k: cfg[k] for k in keys if k in cfg}
+    series = resolved_series(study)
+    if series is not None:
+        out["series"] = series
+    return out
+
+
+def sim_params(*keys):
+    """`params:` function: study_keys as JSON (study_params plus `series`)."""
+
+    def fn(wildcards):
+        return as_json(study_keys(wildcards.study, keys))
+
+    return fn
 
 
 def has_design(study):
