@@ -23,8 +23,7 @@ from simcalib.metamodel.strategies.settings import (
     SelectSettings,
 )
 from simcalib.study import Study
-from tests.fixtures.strategies import ROSEN, SEED, FakeMM, fake_optimize, rosen_study, \
-    rosen_targets
+from tests.fixtures.strategies import ROSEN, SEED, FakeMM, fake_optimize, rosen_study, rosen_targets
 
 
 def _schema() -> dict:
