@@ -29,7 +29,6 @@ ALLOWED: dict[str, int] = {
     "metamodel/ensemble.py": 1,
     "metamodel/model.py": 1,
     "metamodel/strategies/ledger.py": 1,
-    "metamodel/strategies/runner.py": 4,
     "metamodel/strategies/score.py": 1,
     "simulators/epidemic_adapter.py": 2,
     "simulators/layer.py": 1,

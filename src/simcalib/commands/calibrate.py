@@ -324,6 +324,22 @@ def _block(arg: str | None) -> tuple[int, int]:
     return i, n
 
 
+def build_settings(args: argparse.Namespace, study):
+    """The job's :class:`CalibrationSettings`, built once from the study's
+    ``calibration`` section (``--params``/``--config``; validated, defaults filled,
+    when the study was built), its metamodel section (adaptive fine-tunes with it),
+    the error scale kappa of ``--posterior-meta`` and the proximity of
+    ``--proximity`` (a sweep's R)."""
+    from simcalib.metamodel.strategies.settings import CalibrationSettings
+
+    kappa = None
+    if getattr(args, "posterior_meta", None):
+        # the error scale kappa cal-posterior calibrated on the held-out rows
+        kappa = float(io.read_json(args.posterior_meta)["kappa"])
+    return CalibrationSettings.from_study(study.cfg, args.strategy, proximity=args.proximity,
+                                          error_scale=kappa)
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from simcalib.metamodel.strategies.runner import calibrate_block, merge_blocks
 
@@ -333,16 +349,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise ConfigError("--output", "give --output (and --output-runs), or --block with "
                           "--output-block")
     study, mm, targets = _load(args)
-    settings = dict(study.cfg.get("calibration") or {})
-    if "metamodel" in study.cfg:
-        settings["metamodel"] = study.cfg["metamodel"]
+    settings = build_settings(args, study)
     anchors = timing.read_csv(args.anchors, ["target_id"]) if args.anchors else None
     design = (io.read_csv(args.design, ["run_id", *study.input_names, *mm.output_names,
                                         "status"]) if getattr(args, "design", None) else None)
-    if getattr(args, "posterior_meta", None):
-        # the error scale kappa cal-posterior calibrated on the held-out rows
-        kappa = float(io.read_json(args.posterior_meta)["kappa"])
-        settings["posterior"] = {**(settings.get("posterior") or {}), "error_scale": kappa}
     _warn_metamodel(mm)
     t0 = time.perf_counter()
     # per-run journals beside the output: a killed job resumes mid-target; removed once
@@ -357,7 +367,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
         joint = rounds.finisher(*rounds.read_step(args.round_state, args.round_sims))
     part = calibrate_block(study, mm, targets, args.strategy, settings, _solver(args),
-                           seed_from_args(args), proximity=args.proximity, anchors=anchors,
+                           seed_from_args(args), anchors=anchors,
                            source=args.targets, threads=args.threads, journal_dir=jdir,
                            block=block, design=design, joint=joint)
     if args.block:
@@ -408,6 +418,7 @@ def _report_records(study: str, strategy: str, rec: pd.DataFrame, seconds: float
 
 
 def _settings(study) -> dict:
+    """The study's ``calibration`` section (a copy) with its ``metamodel`` section."""
     settings = dict(study.cfg.get("calibration") or {})
     if "metamodel" in study.cfg:
         settings["metamodel"] = study.cfg["metamodel"]

@@ -108,6 +108,7 @@ def sequential_calibrate(simulator: Callable[..., Any] | Mapping[str, Any],
     False skips the posterior (it samples for ~1 CPU-minute; ``res.posterior`` is then
     None)."""
     from simcalib.metamodel.strategies.runner import calibrate
+    from simcalib.metamodel.strategies.settings import CalibrationSettings
     from simcalib.study.model import Study
 
     tdf = _observed(observed)
@@ -116,8 +117,9 @@ def sequential_calibrate(simulator: Callable[..., Any] | Mapping[str, Any],
     cfg = _study_cfg(simulator, parameters, outputs)
     st = Study(study, cfg)
     cal = {**dict(settings or {}), "budget": int(budget), "strategies": ["sequential"]}
+    built = CalibrationSettings.from_config(cal, "sequential")   # the user's dict, checked once
     mm = RunScale(list(st.input_names), list(st.outputs), study=study)
-    rec, runs = calibrate(st, mm, tdf, "sequential", cal, {"backend": "highs"}, int(seed))
+    rec, runs = calibrate(st, mm, tdf, "sequential", built, {"backend": "highs"}, int(seed))
     r = rec.iloc[0]
     x = {n: float(r[f"x_{n}"]) for n in st.space.tunable_names}
     post = _posterior(st, rec, runs, tdf, cal, int(seed)) if posterior else None

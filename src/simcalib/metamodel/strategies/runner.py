@@ -26,7 +26,7 @@ from simcalib.metamodel.strategies.ledger import (
     read_targets,
 )
 from simcalib.metamodel.strategies.registry import get, reads_design
-from simcalib.metamodel.strategies.settings import check_settings, merged_settings
+from simcalib.metamodel.strategies.settings import CalibrationSettings, SelectSettings
 from simcalib.progress import eta
 from simcalib.seeds import int_seed
 from simcalib.study.model import Study
@@ -48,35 +48,45 @@ def default_optimize() -> OptimizeFn:
 
 
 def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budget: int,
-                     proximity: float, settings: Mapping[str, Any], solver: Mapping[str, Any],
-                     seed: int, optimize_fn: OptimizeFn | None = None,
-                     anchor: np.ndarray | None = None, stream: str | None = None,
-                     anchor_seconds: float = 0.0, anchor_status: str = "precomputed",
-                     threads: int = 1, journal: Path | None = None,
-                     prepared: tuple[TargetRun, dict[str, Any]] | None = None,
-                     given: pd.DataFrame | None = None, checked: bool = False
+                     proximity: float, settings: Mapping[str, Any] | None,
+                     solver: Mapping[str, Any], seed: int,
+                     optimize_fn: OptimizeFn | None = None, **kwargs: Any
                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Run one strategy on one target (``threads``: simulator runs of one batch run in
+    """One strategy on one target from Python, with the ``calibration`` settings as a
+    user gives them (a dict, ``budget`` and ``proximity`` beside it): the boundary
+    where they become one :class:`CalibrationSettings` (checked once), then
+    :func:`run_target`.  ``kwargs``: :func:`run_target`'s keywords."""
+    budget = int(budget) if isinstance(budget, np.integer) else budget
+    section = {**dict(settings or {}), "budget": budget}
+    built = CalibrationSettings.from_config(section, strategy, proximity=proximity)
+    return run_target(study, mm, target, built, solver, seed, optimize_fn, **kwargs)
+
+
+def run_target(study: Study, mm: Any, target: Target, settings: CalibrationSettings,
+               solver: Mapping[str, Any], seed: int, optimize_fn: OptimizeFn | None = None,
+               *, anchor: np.ndarray | None = None, stream: str | None = None,
+               anchor_seconds: float = 0.0, anchor_status: str = "precomputed",
+               threads: int = 1, journal: Path | None = None,
+               prepared: tuple[TargetRun, dict[str, Any]] | None = None,
+               given: pd.DataFrame | None = None
+               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run ``settings.strategy`` on one target with ``settings.budget`` runs at
+    proximity ``settings.proximity`` (``threads``: simulator runs of one batch run in
     parallel, for simulators that allow it; results do not depend on it; ``journal``:
     a per-run journal a rerun replays, :class:`TargetRun`).  Returns
     (record, run log rows).  Columns that compare with the true inputs (``distance``,
     ``anchor_distance``, ``true_*``) are there only when the target has them
     (simulated, not observed, targets).  ``prepared``: the target's run and outcome
-    from a strategy that ran every target at once (:func:`calibrate`); only the
+    from a strategy that ran every target at once (:func:`calibrate_block`); only the
     selection by mean and the record are made here.  ``given``: design runs the
-    strategy may adopt (:attr:`TargetRun.given`).  ``checked``: ``settings`` are merged
-    and checked already (:func:`calibrate_block` validates once per job, not once per
-    target).  Stages: prepare the ledger, dispatch to the strategy, collect the record
-    and the run log."""
-    if not checked:
-        settings = merged_settings(settings)
-        check_settings(strategy, int(budget), float(proximity), settings)
-    spec = get(strategy)
-    eff_budget, top, reps = budget_split(study, settings, int(budget), spec)
+    strategy may adopt (:attr:`TargetRun.given`).  The settings were checked when
+    they were built; nothing is validated here.  Stages: prepare the ledger,
+    dispatch to the strategy, collect the record and the run log."""
+    spec = get(settings.strategy)
+    eff_budget, top, reps = split_budget(study, settings)
     if prepared is None:
-        p = _ledger(study, mm, target, strategy, eff_budget - top * reps, float(proximity),
-                    settings, solver, seed, optimize_fn, stream, threads, journal,
-                    given=given, anchor=anchor,
+        p = _ledger(study, mm, target, settings, eff_budget - top * reps, solver, seed,
+                    optimize_fn, stream, threads, journal, given=given, anchor=anchor,
                     anchor_seconds=float(anchor_seconds) if anchor is not None else 0.0,
                     anchor_status=anchor_status, reserve=top * reps)
     else:
@@ -86,11 +96,12 @@ def calibrate_target(study: Study, mm: Any, target: Target, strategy: str, budge
     # a precomputed anchor's solve time is charged to every strategy that uses it
     seconds = time.perf_counter() - t0 + (p.anchor_seconds if any(
         c["label"] == "anchor" for c in p.op_calls) else 0.0)
-    rec = {"target_id": target.target_id, "strategy": strategy, "budget": int(budget),
-           "proximity": float(proximity), **_outcome_columns(p, out, seconds)}
+    rec = {"target_id": target.target_id, "strategy": settings.strategy,
+           "budget": settings.budget, "proximity": settings.proximity,
+           **_outcome_columns(p, out, seconds)}
     _extra_columns(rec, p, settings, np.asarray(out["x"], dtype=float))
     _point_columns(rec, p, out)
-    runs = run_log(p, strategy, float(proximity))
+    runs = run_log(p, settings.strategy, settings.proximity)
     p.close_journal()
     return rec, runs
 
@@ -154,14 +165,14 @@ def _outcome_columns(p: TargetRun, out: Mapping[str, Any], seconds: float) -> di
     return rec
 
 
-def _extra_columns(rec: dict[str, Any], p: TargetRun, settings: Mapping[str, Any],
+def _extra_columns(rec: dict[str, Any], p: TargetRun, settings: CalibrationSettings,
                    x: np.ndarray) -> None:
     """Re-scored error (fresh replicates) and the MC-dropout spread, when asked for."""
-    k = int(settings.get("rescore", 0) or 0)
+    k = settings.rescore
     if k > 0:
         rec["rescored_error"] = rescore(p.study, p.mm, p.target, x, k, p.seed, p.scale,
                                         p.threads)
-    n_mc = int(settings.get("mc_samples", 0) or 0)
+    n_mc = settings.mc_samples
     if n_mc > 0 and hasattr(p.mm, "predict_mc") and np.isfinite(x).all():
         # MC-dropout predictive spread at the chosen point (paper 1, Appendix F)
         inp = p.frame(x[None, :])[list(p.mm.input_names)].to_numpy(dtype=float)
@@ -209,41 +220,56 @@ def run_log(p: TargetRun, strategy: str, proximity: float) -> list[dict[str, Any
     return runs
 
 
-def _ledger(study: Study, mm: Any, target: Target, strategy: str, budget: int,
-            proximity: float, settings: Mapping[str, Any], solver: Mapping[str, Any],
-            seed: int, optimize_fn: OptimizeFn | None, stream: str | None, threads: int,
+def _ledger(study: Study, mm: Any, target: Target, settings: CalibrationSettings,
+            budget: int, solver: Mapping[str, Any], seed: int,
+            optimize_fn: OptimizeFn | None, stream: str | None, threads: int,
             journal: Path | None, given: pd.DataFrame | None = None,
             **anchor: Any) -> TargetRun:
-    """One target's ledger as every calibration path builds it (one job or joint);
-    ``given``: the study's design runs the strategy may adopt (``use_design``)."""
-    return TargetRun(study, mm, target, budget, proximity, settings, solver, seed, strategy,
-                     optimize_fn or default_optimize(), stream=stream or strategy,
-                     threads=max(1, int(threads)), journal=journal, given=given, **anchor)
+    """One target's ledger as every calibration path builds it (one job or joint):
+    ``budget`` the runs the strategy may spend (:func:`split_budget`); ``given``: the
+    study's design runs the strategy may adopt (``use_design``).  The ledger reads
+    the settings' keys (:meth:`CalibrationSettings.as_mapping`, read-only)."""
+    return TargetRun(study, mm, target, budget, settings.proximity, settings.as_mapping(),
+                     solver, seed, settings.strategy, optimize_fn or default_optimize(),
+                     stream=stream or settings.strategy, threads=max(1, int(threads)),
+                     journal=journal, given=given, **anchor)
 
 
-def budget_split(study: Study, settings: Mapping[str, Any], budget: int, spec: Any
-                 ) -> tuple[int, int, int]:
-    """(runs of the target, candidates re-run by the selection, runs each): op needs one
-    scoring run whatever the budget; every other strategy uses exactly ``budget``, of
-    which the selection by mean keeps candidates x runs."""
+def split_budget(study: Study, settings: CalibrationSettings) -> tuple[int, int, int]:
+    """(runs of the target, candidates re-run by the selection, runs each) of
+    ``settings.budget`` for ``settings.strategy``: op needs one scoring run whatever
+    the budget; every other strategy uses exactly the budget, of which the selection
+    by mean keeps candidates x runs."""
+    return _split(study, settings.select, settings.budget, get(settings.strategy))
+
+
+def budget_split(study: Study, settings: CalibrationSettings | Mapping[str, Any],
+                 budget: int, spec: Any) -> tuple[int, int, int]:
+    """:func:`split_budget` for a workflow helper that holds the merged section
+    (``merged_settings``) and a strategy's spec, not a settings object."""
+    sel = (settings.select if isinstance(settings, CalibrationSettings)
+           else SelectSettings(**settings["select"]))
+    return _split(study, sel, int(budget), spec)
+
+
+def _split(study: Study, select: SelectSettings, budget: int, spec: Any
+           ) -> tuple[int, int, int]:
     eff = spec.fixed_budget if spec.fixed_budget is not None else int(budget)
-    top, reps = (selection(study, settings, eff, spec.min_budget)
+    top, reps = (selection(study, select, eff, spec.min_budget)
                  if spec.best_of_runs else (0, 0))
     return eff, top, reps
 
 
-def selection(study: Study, settings: Mapping[str, Any], budget: int, min_budget: int
+def selection(study: Study, select: SelectSettings, budget: int, min_budget: int
               ) -> tuple[int, int]:
     """(candidates re-run, runs each) of ``calibration.select`` for one target: ``auto``
     is 3 for a stochastic simulator and 0 otherwise; fewer candidates when the budget
     would leave the strategy less than its minimum (or fewer than two runs)."""
     from simcalib.study.noise import known_stochastic
 
-    sel = settings.get("select") or {}
-    top = sel.get("top", "auto")
-    top = (AUTO_SELECT_TOP if known_stochastic(study.cfg) else 0) if top == "auto" \
-        else int(top)
-    reps = int(sel.get("reps", 2))
+    top = (AUTO_SELECT_TOP if known_stochastic(study.cfg) else 0) if select.top == "auto" \
+        else int(select.top)
+    reps = select.reps
     if top <= 0 or reps <= 0:
         return 0, 0
     top = min(top, max(0, (budget - max(min_budget, 2)) // reps))
@@ -323,7 +349,8 @@ def check_solver(solver: Mapping[str, Any]) -> None:
 
 
 def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
-              settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
+              settings: CalibrationSettings | Mapping[str, Any] | None,
+              solver: Mapping[str, Any], seed: int,
               proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
               anchors: pd.DataFrame | None = None, source: str = "targets",
               stream: str | None = None, threads: int = 1,
@@ -336,9 +363,12 @@ def calibrate(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
     there as they end (``<strategy>_<target>.jsonl``), so a job killed mid-target
     resumes from its last finished run instead of the target's first.  ``design``: the
     study's simulated design (dataset.csv rows), read by a strategy whose
-    ``design_key`` is on (``sequential.use_design``), ignored otherwise."""
-    return merge_blocks([calibrate_block(study, mm, targets, strategy, settings, solver, seed,
-                                         proximity, optimize_fn, anchors, source, stream,
+    ``design_key`` is on (``sequential.use_design``), ignored otherwise.
+    ``settings``: a :class:`CalibrationSettings`, or the ``calibration`` section as a
+    dict (checked once here, as a config file's; ``proximity`` over its own)."""
+    built = CalibrationSettings.build(settings, strategy, proximity)
+    return merge_blocks([calibrate_block(study, mm, targets, strategy, built, solver, seed,
+                                         None, optimize_fn, anchors, source, stream,
                                          threads, journal_dir, design=design)])
 
 
@@ -364,7 +394,8 @@ def merge_blocks(parts: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
 
 
 def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
-                    settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
+                    settings: CalibrationSettings | Mapping[str, Any] | None,
+                    solver: Mapping[str, Any], seed: int,
                     proximity: float | None = None, optimize_fn: OptimizeFn | None = None,
                     anchors: pd.DataFrame | None = None, source: str = "targets",
                     stream: str | None = None, threads: int = 1,
@@ -377,35 +408,29 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
     the same), as lists of record and run-log dicts for :func:`merge_blocks`.  Every
     seed depends on (study, strategy, target, run), never on the block, so the blocks
     of a job give the serial job's records; a joint strategy (one search for all
-    targets) must run as one block.  ``joint``: replaces the strategy's joint search
-    (the last step of a search run as round jobs:
+    targets) must run as one block.  ``settings``: the job's
+    :class:`CalibrationSettings` (``cal-run`` builds them once; a dict is built here,
+    once, never per target).  ``joint``: replaces the strategy's joint search (the
+    last step of a search run as round jobs:
     :mod:`~simcalib.metamodel.strategies.rounds`)."""
     check_compatible(study, mm)
     check_solver(solver)
-    settings = merged_settings(settings)
-    prox = float(settings["proximity"] if proximity is None else proximity)
-    check_settings(strategy, int(settings["budget"]), prox, settings)
+    settings = CalibrationSettings.build(settings, strategy, proximity)
+    spec = get(strategy)
     tlist = read_targets(targets, study, mm, source)
-    if block[1] > 1 and get(strategy).joint is not None:
+    if block[1] > 1 and spec.joint is not None:
         raise ConfigError("--block", f"strategy {strategy!r} searches all targets at once "
                           "(joint): run it as one block")
     tlist = tlist[block_slice(len(tlist), *block)]
-    if get(strategy).design_key is None:
-        design = None   # only a strategy that can use them (design_key) sees design runs
-    elif reads_design(strategy, settings) and design is None:
-        raise ConfigError(f"calibration.{get(strategy).design_key}",
-                          f"is true, but strategy {strategy!r} was given no design runs "
-                          "(cal-run --design results/<study>/dataset.csv; the workflow "
-                          "passes it)")
+    design = _design_for(strategy, settings, design)
     anchor_of, anchor_sec, anchor_st = _anchor_info(anchors, study)
-    spec = get(strategy)
     jpath = (lambda tid: Path(journal_dir) / f"{strategy}_{tid}.jsonl") \
         if journal_dir is not None else (lambda tid: None)
     prepared: dict[int, tuple[TargetRun, dict[str, Any]]] = {}
     if spec.joint is not None:
         # one search for every target at once (runs shared): the strategy gets each
         # target's ledger and returns each target's outcome
-        ps = joint_ledgers(study, mm, tlist, strategy, settings, solver, seed, prox,
+        ps = joint_ledgers(study, mm, tlist, strategy, settings, solver, seed, None,
                            optimize_fn, stream, threads, jpath, design)
         if ps:
             prepared = {p.target.target_id: (p, o)
@@ -413,14 +438,12 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
     records, runs = [], []
     t_start = time.perf_counter()
     for k, t in enumerate(tlist, 1):
-        rec, rlog = calibrate_target(study, mm, t, strategy, int(settings["budget"]), prox,
-                                     settings, solver, seed, optimize_fn,
-                                     anchor=anchor_of.get(t.target_id), stream=stream,
-                                     anchor_seconds=anchor_sec.get(t.target_id, 0.0),
-                                     anchor_status=anchor_st.get(t.target_id, "precomputed"),
-                                     threads=threads, journal=jpath(t.target_id),
-                                     prepared=prepared.get(t.target_id), given=design,
-                                     checked=True)
+        rec, rlog = run_target(study, mm, t, settings, solver, seed, optimize_fn,
+                               anchor=anchor_of.get(t.target_id), stream=stream,
+                               anchor_seconds=anchor_sec.get(t.target_id, 0.0),
+                               anchor_status=anchor_st.get(t.target_id, "precomputed"),
+                               threads=threads, journal=jpath(t.target_id),
+                               prepared=prepared.get(t.target_id), given=design)
         log.info("%s %s target %d/%d (id %d): error %.4g (predicted %.4g), %d runs, "
                  "%.2f s; %s", study.name, strategy, k, len(tlist), t.target_id, rec["error"],
                  rec["predicted_error"], rec["runs"], rec["seconds"],
@@ -430,6 +453,21 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
         records.append(rec)
         runs.extend(rlog)
     return records, runs
+
+
+def _design_for(strategy: str, settings: CalibrationSettings, design: pd.DataFrame | None
+                ) -> pd.DataFrame | None:
+    """The design runs the strategy sees: none unless it can use them (``design_key``);
+    asked for (``sequential.use_design``) but not given is an error."""
+    key = get(strategy).design_key
+    if key is None:
+        return None
+    if reads_design(strategy, settings.as_mapping()) and design is None:
+        raise ConfigError(f"calibration.{key}",
+                          f"is true, but strategy {strategy!r} was given no design runs "
+                          "(cal-run --design results/<study>/dataset.csv; the workflow "
+                          "passes it)")
+    return design
 
 
 def _warn_unproven(study: str, strategy: str, tid: int, n: int, proposals: bool) -> None:
@@ -447,18 +485,21 @@ def _warn_unproven(study: str, strategy: str, tid: int, n: int, proposals: bool)
 
 
 def joint_ledgers(study: Study, mm: Any, tlist: list[Target], strategy: str,
-                  settings: Mapping[str, Any], solver: Mapping[str, Any], seed: int,
-                  prox: float, optimize_fn: OptimizeFn | None = None,
+                  settings: CalibrationSettings | Mapping[str, Any],
+                  solver: Mapping[str, Any], seed: int,
+                  prox: float | None = None, optimize_fn: OptimizeFn | None = None,
                   stream: str | None = None, threads: int = 1,
                   jpath: Callable[[int], Path | None] = lambda tid: None,
                   design: pd.DataFrame | None = None) -> list[TargetRun]:
     """The ledgers of a joint search's targets (those not failed), each with the
     budget the search may spend (the selection by mean's runs kept aside): the same
-    for the one-job search and for every round job of it."""
-    eff, top, reps = budget_split(study, settings, int(settings["budget"]), get(strategy))
-    return [_ledger(study, mm, t, strategy, eff - top * reps, prox, settings, solver, seed,
-                    optimize_fn, stream, threads, jpath(t.target_id), given=design,
-                    reserve=top * reps)
+    for the one-job search and for every round job of it.  ``settings``: the job's
+    :class:`CalibrationSettings` (a mapping, the section, is built here once:
+    :meth:`CalibrationSettings.build`); ``prox``: a proximity over theirs."""
+    settings = CalibrationSettings.build(settings, strategy, prox)
+    eff, top, reps = split_budget(study, settings)
+    return [_ledger(study, mm, t, settings, eff - top * reps, solver, seed, optimize_fn,
+                    stream, threads, jpath(t.target_id), given=design, reserve=top * reps)
             for t in tlist if t.ok]
 
 
@@ -520,7 +561,7 @@ def compute_anchors(study: Study, mm: Any, targets: pd.DataFrame, solver: Mappin
     own output weights or sds is solved here, since op.csv does not weight them)."""
     check_compatible(study, mm)
     check_solver(solver)
-    settings = merged_settings({})
+    settings = CalibrationSettings.from_config({}, "op").as_mapping()
     rows = []
     tlist = read_targets(targets, study, mm, source)
     reuse = solved_points(solved, study) if solved is not None else {}
