@@ -25,6 +25,7 @@ from simcalib.report.names import display
 from simcalib.report.recommend import study_pick
 from simcalib.report.sections import Block, Figure, Table, read_if_exists
 from simcalib.study.observations import delta_unit
+from simcalib.study.series import parse_column
 
 
 def _inputs_table(rec: pd.DataFrame, targets: pd.DataFrame | None, unit: str) -> pd.DataFrame:
@@ -68,13 +69,18 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
         f"of |simulator − target| divided by the {unit}."]
     blocks += noise_blocks(results, study, summ, unit)
     blocks.append(Table(f"Calibrated inputs per target: {best} (recommended)",
-                        _inputs_table(rec, targets, unit)))
+                        with_series_misfit(_inputs_table(rec, targets, unit), results,
+                                           study, best)))
     for s, r in records.items():
         if s != best:
             blocks.append(Table(f"Calibrated inputs per target: {s} (click to open)",
-                                _inputs_table(r, targets, unit), collapsed=True))
-    if figures is not None and outputs:
-        blocks.append(answer_figure(rec, targets, outputs, figures, study, best, observed))
+                                with_series_misfit(_inputs_table(r, targets, unit), results,
+                                                   study, s), collapsed=True))
+    # a series' points are drawn as curves (curves_blocks), not one panel per point
+    scalars = [o for o in outputs if parse_column(o) is None]
+    if figures is not None and scalars:
+        blocks.append(answer_figure(rec, targets, scalars, figures, study, best, observed))
+    blocks += curves_blocks(results, study, best)
     blocks += seq_posterior_blocks(results, study)
     blocks += posterior_blocks(results, study, rec, best)
     return blocks
@@ -96,6 +102,49 @@ def answer_figure(rec: pd.DataFrame, targets: pd.DataFrame | None, outputs: list
     return Figure(f"{study}: observed vs re-simulated outputs per target", path,
                   f"black: {label}; orange: the simulator re-run at the inputs {best} chose "
                   "(one run per target).")
+
+
+def curves_path(results: Path, study: str, strategy: str) -> Path:
+    """The curves table of a strategy (``cal_curves``); its figure is the ``.png``
+    beside it."""
+    return results / study / "curves" / f"{strategy}.csv"
+
+
+def with_series_misfit(table: pd.DataFrame, results: Path, study: str, strategy: str
+                       ) -> pd.DataFrame:
+    """``table`` (one row per target) with each series' weighted L1 misfit of the
+    answer's curve and of the re-runs at the answer, from the strategy's curves table;
+    ``table`` unchanged for a study without one (a scalar study)."""
+    curves = read_if_exists(curves_path(results, study, strategy))
+    if curves is None or curves.empty or "target" not in table:
+        return table
+    from simcalib.report.curves import series_misfit
+
+    mis = series_misfit(curves)
+    out = table.copy()
+    for name, part in mis.groupby("series", sort=False):
+        by = part.set_index("target_id")
+        out[f"misfit {name}"] = out["target"].map(by["misfit_answer"])
+        if by["misfit_resim"].notna().any():
+            runs = int(by["replicates"].max())
+            out[f"misfit {name}, re-run{'s' if runs > 1 else ''}"] = out["target"].map(
+                by["misfit_resim"])
+    return out
+
+
+def curves_blocks(results: Path, study: str, best: str) -> list[Block]:
+    """The recommended strategy's curves figure with one line saying what its band is
+    (nothing for a study without series or before ``cal_curves`` ran)."""
+    from simcalib.report.curves import band_sentence
+
+    path = curves_path(results, study, best)
+    curves = read_if_exists(path)
+    fig = path.with_suffix(".png")
+    if curves is None or not fig.is_file():
+        return []
+    return [Figure(f"{study}: observed curves beside {best}'s answer, per target", fig,
+                   band_sentence(curves) + " Misfit: each series' weighted L1 over its "
+                   f"observed points (per point in `{path}`).")]
 
 
 def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str
