@@ -25,7 +25,14 @@ from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel.strategies.runner import calibrate
 from simcalib.metamodel.strategies.scale import RunScale
 from simcalib.report import answer, console, first_page
-from simcalib.report.curves import Band, curve_table, delta_scale, series_misfit
+from simcalib.report.curves import (
+    Band,
+    band_sentence,
+    curve_table,
+    delta_scale,
+    posterior_runs,
+    series_misfit,
+)
 from simcalib.report.sections import Figure, Table
 from simcalib.study.model import Study
 from tests.conftest import REPO
@@ -56,8 +63,22 @@ def observed_targets(outputs: list[str]) -> pd.DataFrame:
     return tg
 
 
+#: posterior draws (a, b) per target of a stand-in predictive check
+DRAWS = {0: [(0.2, 0.1), (0.4, 0.05), (0.3, 0.2), (0.35, 0.0)], 1: [(0.6, -0.1), (0.5, 0.0)]}
+
+
+def ppc_runs(failed: int = 1) -> pd.DataFrame:
+    """The predictive check's run log as cal-posterior writes it (a failed run too)."""
+    rows = [{"target_id": t, "run_id": i, "status": "ok", "a": a, "b": b,
+             **dict(zip(POINTS, curve(a, b), strict=True))}
+            for t, d in DRAWS.items() for i, (a, b) in enumerate(d)]
+    rows += [{"target_id": 0, "run_id": 9, "status": "crashed", "a": 0.9, "b": 0.9,
+              **dict.fromkeys(POINTS, np.nan)}] * failed
+    return pd.DataFrame(rows)
+
+
 def run_case(tmp: Path, fn: str, outputs: tuple[str, ...], settings: dict,
-             replicates: int) -> dict:
+             replicates: int, ppc: pd.DataFrame | None = None) -> dict:
     """A strategy (rs) on the observed curves, its files written as the workflow writes
     them, then ``cal-curves`` on them; the frames and paths back."""
     cfg = study_cfg(fn, outputs)
@@ -74,12 +95,16 @@ def run_case(tmp: Path, fn: str, outputs: tuple[str, ...], settings: dict,
     meta = tmp / "metamodel.json"
     meta.write_text(json.dumps({"output_names": outs, "y_std": y_std.tolist()}))
     out, png = tmp / "curves" / "rs.csv", tmp / "curves" / "rs.png"
+    extra = []
+    if ppc is not None:
+        ppc.to_csv(tmp / "ppc_runs.csv", index=False)
+        extra = ["--posterior-runs", str(tmp / "ppc_runs.csv")]
     rc = curves_main(["cal-curves", "--study", "lin", "--params", json.dumps(cfg),
                       "--seed", str(SEED), "--records", str(files["records"]),
                       "--targets", str(files["targets"]), "--runs", str(files["runs"]),
                       "--metamodel-info", str(meta), "--replicates", str(replicates),
                       "--band", "5", "95", "--max-panels", "1", "--strategy", "rs",
-                      "--output", str(out), "--output-figure", str(png)])
+                      "--output", str(out), "--output-figure", str(png), *extra])
     assert rc == 0
     return {"rec": rec, "targets": targets, "y_std": dict(zip(outs, y_std, strict=True)),
             "table": pd.read_csv(out), "png": png, "csv": out}
@@ -88,7 +113,7 @@ def run_case(tmp: Path, fn: str, outputs: tuple[str, ...], settings: dict,
 @pytest.fixture(scope="module")
 def linear(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return run_case(tmp_path_factory.mktemp("lin"), "lin_curve", ("mean_y",),
-                    {"budget": 6}, replicates=5)
+                    {"budget": 6}, replicates=5, ppc=ppc_runs())
 
 
 def test_deterministic_curve_is_the_simulator_at_the_answer(linear: dict) -> None:
@@ -103,6 +128,20 @@ def test_deterministic_curve_is_the_simulator_at_the_answer(linear: dict) -> Non
         np.testing.assert_array_equal(part["band_low"], part["band_high"])
     # a deterministic simulator (found out by two identical seeds) is run once
     assert (tab["replicates"] == 1).all() and not tab["stochastic"].any()
+
+
+def test_posterior_predictive_band_is_the_checks_runs(linear: dict) -> None:
+    tab = linear["table"]
+    for tid, part in tab.groupby("target_id"):
+        Y = np.array([curve(a, b) for a, b in DRAWS[tid]])    # the failed run left out
+        assert (part["post_runs"] == len(Y)).all()
+        np.testing.assert_allclose(part["post_median"], np.median(Y, axis=0), atol=1e-12)
+        np.testing.assert_allclose(part["post_low"], np.percentile(Y, 5, axis=0), atol=1e-12)
+        np.testing.assert_allclose(part["post_high"], np.percentile(Y, 95, axis=0),
+                                   atol=1e-12)
+    assert "Dotted band: 5-95 % of the simulator at 4 posterior draws" in band_sentence(tab)
+    # without the check's point columns (a posterior of scalars): no band, no error
+    assert posterior_runs(ppc_runs().drop(columns=["y@4"]), POINTS) == {}
 
 
 def test_misfit_is_the_weighted_l1_and_sums_to_the_strategys_delta(linear: dict) -> None:
@@ -206,6 +245,7 @@ def test_page_and_console_show_the_curves_of_the_recommended_strategy(
     figs = [b for b in blocks if isinstance(b, Figure)]
     curves = [f for f in figs if f.path == res / "lin" / "curves" / "rs.png"]
     assert len(curves) == 1 and curves[0].caption.startswith("Deterministic simulator")
+    assert "posterior draws" in curves[0].caption
     # the scalar figure draws the scalar only, never one panel per point
     assert all("curves" in str(f.path) or "answer_lin" in f.path.name for f in figs)
     page = first_page.sections(res, ["lin"], figures=tmp_path / "figs")

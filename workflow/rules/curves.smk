@@ -33,12 +33,12 @@ rule cal_curves:
         replicates=curves_replicates,
         band=" ".join(str(b) for b in CURVE_BAND),
         panels=CURVE_PANELS,
-        meta=curves_meta_arg,
+        extra=curves_extra_args,
     shell:
         "python -m simcalib.commands.curves cal-curves --study {wildcards.study} "
         "--params {params.cfg:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--records {input.records} --runs {input.runs} --targets {input.targets} "
-        "{params.meta} --replicates {params.replicates} --band {params.band} "
+        "{params.extra} --replicates {params.replicates} --band {params.band} "
         "--max-panels {params.panels} --threads {threads} "
         "--output {output.table} --output-figure {output.figure} > {log} 2>&1"
 

@@ -48,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(--runs) and the noise is probed")
     p.add_argument("--runs", default=None, metavar="FILE", help="the strategy's run log "
                    "(Δ's scale of a study without a metamodel: its start runs' sd)")
+    p.add_argument("--posterior-runs", dest="ppc", default=None, metavar="FILE",
+                   help="the posterior's predictive-check runs (cal-posterior's "
+                   "ppc_runs.csv): their spread per point is drawn as the posterior "
+                   "predictive band (no run is made for it)")
     p.add_argument("--replicates", type=int, required=True, metavar="N",
                    help="fresh runs at each answer on a stochastic simulator (one on a "
                    "deterministic one)")
@@ -103,8 +107,9 @@ def cmd_curves(args: argparse.Namespace) -> int:
     meta = _read_json(args.meta)
     runs = pd.read_csv(args.runs) if args.runs and Path(args.runs).is_file() else None
     scale, source = delta_scale(study.outputs, meta, runs)
+    ppc = timing.read_csv(args.ppc) if args.ppc and Path(args.ppc).is_file() else None
     table, noisy = curve_table(study, records, targets, scale, band, seed,
-                               stochastic_of(study.cfg, meta), int(args.threads))
+                               stochastic_of(study.cfg, meta), int(args.threads), ppc)
     io.write_csv(table, args.output)
     index = next(iter(study.series.values())).index if study.series else "point"
     observed = not any(c.startswith("true_") for c in records.columns)
@@ -115,10 +120,12 @@ def cmd_curves(args: argparse.Namespace) -> int:
                       observed_label="your data" if observed else "target",
                       max_panels=int(args.max_panels), csv_name=Path(args.output).name)
     mis = series_misfit(table)
-    log.info("%s %s: %d target(s), %d curve(s) (%d drawn), scale: %s, simulator %s; "
-             "median misfit per series: %s", study.name, name,
-             table["target_id"].nunique(), len(mis), len(mis) - left, source,
+    log.info("%s %s: %d target(s), %d curve(s) (%d drawn), scale: %s, simulator %s, "
+             "posterior predictive band: %s; median misfit per series: %s", study.name,
+             name, table["target_id"].nunique(), len(mis), len(mis) - left, source,
              "stochastic" if noisy else "deterministic" if noisy is False else "not run",
+             f"{int(table['post_runs'].max())} runs" if len(table) and
+             table["post_runs"].max() > 0 else "none",
              ", ".join(f"{s} {v:.4g}" for s, v in
                        mis.groupby("series")["misfit_answer"].median().items()) or "n/a")
     return 0

@@ -4,8 +4,9 @@ number on it is in the CSV beside it).
 
 Per panel: the observed points (black, with ±sd bars where the observations give
 sds), the answer's own run (solid), the median of the fresh re-runs at the answer
-(dashed) and their band (shaded; absent on a deterministic simulator), and the
-series' weighted L1 misfit of both in the title.  At most ``max_panels`` panels; the
+(dashed) and their band (shaded; absent on a deterministic simulator), the posterior
+predictive band where the study's posterior ran its check (dotted, hatched), and the
+series' weighted L1 misfit of both curves in the title.  At most ``max_panels`` panels; the
 rest are named as "n more in <csv>" under the figure, so a study of 500 targets
 still gives a figure one can read.
 """
@@ -27,6 +28,7 @@ from simcalib.report.curves import band_sentence, series_misfit  # noqa: E402
 OBSERVED = "black"
 ANSWER = "#d95f02"
 RESIM = "#1b9e77"
+POSTERIOR = "#7570b3"
 
 
 def _panel(ax: plt.Axes, part: pd.DataFrame, title: str, observed_label: str) -> None:
@@ -35,6 +37,11 @@ def _panel(ax: plt.Axes, part: pd.DataFrame, title: str, observed_label: str) ->
     sd = part["sd"].to_numpy(dtype=float)
     seen = np.isfinite(obs)
     lo, hi = part["band_low"].to_numpy(dtype=float), part["band_high"].to_numpy(dtype=float)
+    plo = part["post_low"].to_numpy(dtype=float) if "post_low" in part else lo * np.nan
+    phi = part["post_high"].to_numpy(dtype=float) if "post_high" in part else hi * np.nan
+    if np.isfinite(plo).any():
+        ax.fill_between(t, plo, phi, facecolor="none", edgecolor=POSTERIOR, hatch="....",
+                        lw=0.8, ls=":", label="posterior predictive band")
     if np.isfinite(lo).any() and not np.allclose(lo, hi, equal_nan=True):
         ax.fill_between(t, lo, hi, color=RESIM, alpha=0.25, lw=0, label="band of the re-runs")
     ax.plot(t, part["resim_median"].to_numpy(dtype=float), "--", color=RESIM, lw=1.4,

@@ -21,16 +21,24 @@ target, series and point:
 ``resim_median, band_low, band_high, replicates, band_percent_low, band_percent_high,
 stochastic``
     the simulator re-run at the answer on fresh seeds: the median and the percentiles
-    over ``replicates`` successful runs, and whether the runs differed.  The runs are the re-scoring replicates
-    (:func:`simcalib.metamodel.strategies.runner.rescore`: stream ``rescore:<target>``,
-    run ids 0..n-1), so with ``calibration.rescore`` = n their mean misfit is the
-    records' ``rescored_error`` and every strategy sees the same random numbers.  On a
-    deterministic simulator one run is made (the band is that curve);
+    over ``replicates`` successful runs, and whether the runs differed.  The runs are
+    the re-scoring replicates (:func:`simcalib.metamodel.strategies.runner.rescore`:
+    stream ``rescore:<target>``, run ids 0..n-1), so with ``calibration.rescore`` = n
+    their mean misfit is the records' ``rescored_error`` and every strategy sees the
+    same random numbers.  On a deterministic simulator one run is made (the band is
+    that curve);
+``post_median, post_low, post_high, post_runs``
+    where the study's posterior ran its predictive check (``cal_posterior``'s
+    ``ppc_runs.csv``: the simulator at ``calibration.posterior.ppc_draws`` posterior
+    draws per target), the median and the same percentiles of those runs: the
+    posterior predictive band, at no extra run (NaN and 0 without one);
 ``misfit_answer, misfit_resim``
     the point's term of Δ, ``weight * |curve - observed|``: of the answer's curve, and
     its mean over the replicates.  Summed over a series' points they are the series'
     weighted L1 misfit (:func:`series_misfit`); summed over every output (scalars too)
-    the first is the answer's Δ and the second its re-scored Δ.
+    the first is the answer's Δ and the second its re-scored Δ.  (On a stochastic
+    simulator a strategy that selects by mean records as ``error`` the mean Δ of its
+    selection runs at the answer, of which ``sim_*`` is one: the two then differ.)
 
 Why the re-scoring streams: a band drawn from other seeds would disagree with the
 re-scored Δ the page recommends by, for no reason a reader could see.
@@ -59,8 +67,8 @@ START_PHASES = ("sobol", "design")
 
 COLUMNS = ["target_id", "series", "point", "observed", "sd", "weight", "answer",
            "predicted", "resim_median", "band_low", "band_high", "replicates",
-           "band_percent_low", "band_percent_high", "stochastic", "misfit_answer",
-           "misfit_resim"]
+           "band_percent_low", "band_percent_high", "stochastic", "post_median", "post_low",
+           "post_high", "post_runs", "misfit_answer", "misfit_resim"]
 
 
 @dataclass(frozen=True)
@@ -169,16 +177,44 @@ def replicates_at(study: Study, x: np.ndarray, context: Mapping[str, float],
     return res.loc[ok, list(outputs)].to_numpy(dtype=float), noisy
 
 
+def posterior_runs(ppc_runs: pd.DataFrame | None, columns: Sequence[str]
+                   ) -> dict[int, np.ndarray]:
+    """Per target, the successful predictive-check runs' values at ``columns`` (rows:
+    runs); empty without a check or when it lacks the point columns (a posterior of
+    the scalars only)."""
+    if ppc_runs is None or "target_id" not in ppc_runs or not set(columns) <= set(
+            ppc_runs.columns):
+        return {}
+    ok = ppc_runs[ppc_runs["status"] == "ok"] if "status" in ppc_runs else ppc_runs
+    out = {}
+    for tid, part in ok.groupby("target_id"):
+        Y = part[list(columns)].to_numpy(dtype=float)
+        out[int(tid)] = Y[np.isfinite(Y).all(axis=1)]
+    return out
+
+
+def _band(Y: np.ndarray | None, band: Band, n: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(median, low, high) per column of ``Y``; NaN without rows."""
+    if Y is None or not len(Y):
+        nan = np.full(n, np.nan)
+        return nan, nan, nan
+    return (np.percentile(Y, 50, axis=0), np.percentile(Y, band.low, axis=0),
+            np.percentile(Y, band.high, axis=0))
+
+
 def _rec_values(rec: Mapping[str, Any], prefix: str, cols: Sequence[str]) -> np.ndarray:
     return np.array([float(rec.get(f"{prefix}{c}", np.nan)) for c in cols])
 
 
 def curve_rows(rec: Mapping[str, Any], target: Mapping[str, Any], weights: pd.Series,
                groups: Mapping[str, list[tuple[str, float]]], Y: np.ndarray | None,
-               band: Band, stochastic: bool) -> list[dict[str, Any]]:
+               band: Band, stochastic: bool, P: np.ndarray | None = None
+               ) -> list[dict[str, Any]]:
     """The table's rows of one target (module docstring); ``Y``: the replicates'
     outputs at the answer, columns in ``groups``' point order per series (None: not
-    re-simulated)."""
+    re-simulated); ``P``: the posterior predictive runs, the same columns (None: no
+    posterior)."""
     rows: list[dict[str, Any]] = []
     col0 = 0
     for name, pts in groups.items():
@@ -191,14 +227,12 @@ def curve_rows(rec: Mapping[str, Any], target: Mapping[str, Any], weights: pd.Se
         z = np.where(seen, obs, 0.0)
         mis_ans = np.where(seen, w * np.abs(ans - z), 0.0)
         part = None if Y is None or not len(Y) else Y[:, col0:col0 + len(cols)]
+        post = None if P is None or not len(P) else P[:, col0:col0 + len(cols)]
         col0 += len(cols)
-        if part is not None:
-            med = np.percentile(part, 50, axis=0)
-            lo = np.percentile(part, band.low, axis=0)
-            hi = np.percentile(part, band.high, axis=0)
-            mis_res = np.where(seen, w * np.abs(part - z).mean(axis=0), 0.0)
-        else:
-            med = lo = hi = mis_res = np.full(len(cols), np.nan)
+        med, lo, hi = _band(part, band, len(cols))
+        pmed, plo, phi = _band(post, band, len(cols))
+        mis_res = (np.full(len(cols), np.nan) if part is None else
+                   np.where(seen, w * np.abs(part - z).mean(axis=0), 0.0))
         pred = _rec_values(rec, "pred_", cols)
         for j, (_, t) in enumerate(pts):
             rows.append({"target_id": int(rec["target_id"]), "series": name, "point": t,
@@ -208,16 +242,20 @@ def curve_rows(rec: Mapping[str, Any], target: Mapping[str, Any], weights: pd.Se
                          "replicates": 0 if part is None else len(part),
                          "band_percent_low": band.low, "band_percent_high": band.high,
                          "stochastic": bool(stochastic),
+                         "post_median": pmed[j], "post_low": plo[j], "post_high": phi[j],
+                         "post_runs": 0 if post is None else len(post),
                          "misfit_answer": mis_ans[j], "misfit_resim": mis_res[j]})
     return rows
 
 
 def curve_table(study: Study, records: pd.DataFrame, targets: pd.DataFrame,
                 scale: np.ndarray, band: Band, seed: int, stochastic: bool | None,
-                threads: int = 1) -> tuple[pd.DataFrame, bool | None]:
+                threads: int = 1, ppc_runs: pd.DataFrame | None = None
+                ) -> tuple[pd.DataFrame, bool | None]:
     """The long table of one strategy's records (module docstring) and whether the
     simulator behaved stochastically (None: no target could be re-simulated).  A
-    target without an answer (failed) has no rows."""
+    target without an answer (failed) has no rows.  ``ppc_runs``: the posterior's
+    predictive-check runs, for the posterior predictive band."""
     outputs = list(study.outputs)
     groups = series_groups(outputs)
     if not groups:
@@ -232,6 +270,7 @@ def curve_table(study: Study, records: pd.DataFrame, targets: pd.DataFrame,
         "target_id", drop=False)
     point_cols = [c for g in groups.values() for c, _ in g]
     names = study.space.tunable_names
+    post = posterior_runs(ppc_runs, point_cols)
     rows: list[dict[str, Any]] = []
     noisy: bool | None = None
     for rec in records.to_dict("records"):
@@ -244,7 +283,7 @@ def curve_table(study: Study, records: pd.DataFrame, targets: pd.DataFrame,
         Y, got = replicates_at(study, x, ctx, tid, band.replicates, seed, point_cols,
                                stochastic if noisy is None else noisy, threads)
         noisy = got if noisy is None else noisy
-        rows += curve_rows(rec, target, weights.loc[tid], groups, Y, band, got)
+        rows += curve_rows(rec, target, weights.loc[tid], groups, Y, band, got, post.get(tid))
     return pd.DataFrame(rows, columns=COLUMNS), noisy
 
 
@@ -264,12 +303,20 @@ def band_sentence(table: pd.DataFrame) -> str:
     n = int(table["replicates"].max())
     lo, hi = float(table["band_percent_low"].iloc[0]), float(table["band_percent_high"].iloc[0])
     if not bool(table["stochastic"].astype(str).str.lower().eq("true").any()):
-        return ("Deterministic simulator: the dashed curve is the simulator re-run once at "
-                "the answer (no band: every run there gives the same curve).")
-    return (f"Band: {lo:g}-{hi:g} % of {n} fresh runs of the simulator at the answer "
-            "(the re-scoring seeds), dashed line their median; solid line the answer's "
-            "own run.")
+        line = ("Deterministic simulator: the dashed curve is the simulator re-run once at "
+                "the answer (no band of re-runs: every run there gives the same curve).")
+    else:
+        line = (f"Band: {lo:g}-{hi:g} % of {n} fresh runs of the simulator at the answer "
+                "(the re-scoring seeds), dashed line their median; solid line the answer's "
+                "own run.")
+    k = int(pd.to_numeric(table["post_runs"], errors="coerce").max()) if (
+        "post_runs" in table and len(table)) else 0
+    if k > 0:
+        line += (f" Dotted band: {lo:g}-{hi:g} % of the simulator at {k} posterior draws "
+                 "(the posterior predictive check's runs).")
+    return line
 
 
 __all__ = ["Band", "COLUMNS", "band_sentence", "curve_rows", "curve_table", "delta_scale",
-           "point_weights", "replicates_at", "series_groups", "series_misfit"]
+           "point_weights", "posterior_runs", "replicates_at", "series_groups",
+           "series_misfit"]

@@ -1,6 +1,8 @@
 # Input functions, params and constants of the curves rule (workflow/rules/curves.smk),
 # kept apart from the rules as `snakemake --lint` asks.
 
+import os
+
 from simcalib.study.series_study import series_params
 
 # Fresh runs at each answer whose spread is the band on a stochastic simulator, when
@@ -41,6 +43,10 @@ def curves_inputs(wildcards):
         "targets": f"results/{wildcards.study}/targets.csv",
     }
     out.update({k: v for k, v in mm_files(wildcards.study).items() if k == "meta"})
+    if wildcards.study in posterior_studies():
+        # its predictive check's runs (ppc_runs.csv, written beside ppc.csv) are the
+        # posterior predictive band, at no extra run
+        out["ppc"] = f"{base}/posterior/ppc.csv"
     return out
 
 
@@ -49,8 +55,12 @@ def curves_replicates(wildcards):
     return k if k > 0 else CURVE_REPLICATES
 
 
-def curves_meta_arg(wildcards, input):
-    return f"--metamodel-info {input.meta}" if hasattr(input, "meta") else ""
+def curves_extra_args(wildcards, input):
+    """--metamodel-info (Δ's scale) and --posterior-runs, where the study has them."""
+    out = f"--metamodel-info {input.meta}" if hasattr(input, "meta") else ""
+    if hasattr(input, "ppc"):
+        out += f" --posterior-runs {os.path.join(os.path.dirname(input.ppc), 'ppc_runs.csv')}"
+    return out
 
 
 def curve_targets(study):
