@@ -31,6 +31,7 @@ from simcalib.report.curves import (
     curve_table,
     delta_scale,
     posterior_runs,
+    replicates_at,
     series_misfit,
 )
 from simcalib.report.sections import Figure, Table
@@ -277,7 +278,8 @@ studies:
     targets: {n: 2}
     metamodel: {hidden: [8], epochs: 20, patience: 5, batch_size: 16}
     optimize: {solver: highs-default}
-    calibration: {enabled: true, strategies: [rs, op], budget: 4, rescore: 3}
+    calibration: {enabled: true, strategies: [rs, op], budget: 4, rescore: 3,
+                  posterior: {enabled: true}}
   plain:
     simulator: {type: rosenbrock}
     parameters:
@@ -315,5 +317,23 @@ def test_dry_run_has_a_curves_job_per_strategy_of_the_series_study_only(
     assert "results/plain/curves" not in out
     # the band's runs are the study's re-scoring runs; the report waits for the curves
     assert all("--replicates 3 " in j for j in jobs)
+    # the posterior's predictive-check runs are its posterior predictive band
+    ppc = "--posterior-runs results/curvy/calibration/posterior/ppc_runs.csv"
+    assert all(ppc in j and "calibration/posterior/ppc.csv" in j for j in jobs)
     report = next(b for b in out.split("\n\n") if "rule report_summary:" in b)
     assert "results/curvy/curves/rs.png" in report and "results/curvy/curves/op.csv" in report
+
+
+def test_replicates_follow_the_declared_noise_and_the_rescoring_seeds() -> None:
+    st = Study("lin", study_cfg("noisy_curve"), partial=True)
+    x, ctx = np.array([0.4, 0.2]), {}
+    Y, noisy = replicates_at(st, x, ctx, 3, 4, SEED, POINTS, True)
+    assert noisy and Y.shape == (4, len(T)) and len({tuple(r) for r in Y}) == 4
+    # the same runs whether the noise is declared or found out (run ids 0..n-1)
+    Y2, noisy2 = replicates_at(st, x, ctx, 3, 4, SEED, POINTS, None)
+    assert noisy2 and np.array_equal(Y, Y2)
+    one, noisy3 = replicates_at(st, x, ctx, 3, 4, SEED, POINTS, False)   # declared: once
+    assert not noisy3 and np.array_equal(one, Y[:1])
+    # the seeds are the re-scoring ones: another target draws other noise
+    other, _ = replicates_at(st, x, ctx, 4, 4, SEED, POINTS, True)
+    assert not np.array_equal(other, Y)

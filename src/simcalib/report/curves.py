@@ -156,9 +156,10 @@ def replicates_at(study: Study, x: np.ndarray, context: Mapping[str, float],
     """The study's outputs of fresh runs at ``x``: (rows of successful runs, whether
     the simulator behaved stochastically).  ``stochastic`` False: one run; True: ``n``;
     None (unknown): two runs first, and the rest only if they differ (a simulator
-    whose two seeds give the same bits is deterministic: more runs would repeat it)."""
+    whose two seeds give the same bits is deterministic: more runs would repeat it;
+    fewer than two successful runs cannot tell, and count as noisy)."""
     stream = f"{RESCORE_STREAM}:{target_id}"
-    first = 1 if stochastic is False else (min(2, n) if stochastic is None else n)
+    first = 1 if stochastic is False else (2 if stochastic is None else n)
     res = simulate_rows(study, _replicate_rows(study, x, context, np.arange(first)), seed,
                         stream=stream, threads=threads)
     noisy = bool(stochastic)
@@ -171,8 +172,7 @@ def replicates_at(study: Study, x: np.ndarray, context: Mapping[str, float],
                                                         np.arange(first, n)),
                                  seed, stream=stream, threads=threads)
             res = pd.concat([res, more], ignore_index=True)
-        elif not noisy:
-            res = res.iloc[:1]
+        res = res.iloc[:n] if noisy else res.iloc[:1]
     ok = (res["status"] == "ok").to_numpy()
     return res.loc[ok, list(outputs)].to_numpy(dtype=float), noisy
 
