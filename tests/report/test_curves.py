@@ -337,3 +337,16 @@ def test_replicates_follow_the_declared_noise_and_the_rescoring_seeds() -> None:
     # the seeds are the re-scoring ones: another target draws other noise
     other, _ = replicates_at(st, x, ctx, 4, 4, SEED, POINTS, True)
     assert not np.array_equal(other, Y)
+
+
+def test_delta_unit_names_a_series_once() -> None:
+    from simcalib.report.sections import report_unit
+    from simcalib.study.observations import delta_unit
+
+    tg = observed_targets(["mean_y", *POINTS])            # sd at y@2 only, none for mean_y
+    assert report_unit(tg, ["mean_y", *POINTS]) == (
+        "observations' sd_<output> for y, training sd for the others")
+    assert report_unit(tg, POINTS).startswith("measurement sd of each output")
+    assert report_unit(tg.drop(columns=["sd_y@2"]), POINTS) == delta_unit(None, [])
+    scalar = pd.DataFrame({"a": [1.0], "b": [2.0], "sd_a": [0.1]})
+    assert report_unit(scalar, ["a", "b"]) == delta_unit(scalar, ["a", "b"])   # unchanged

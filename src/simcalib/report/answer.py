@@ -9,7 +9,8 @@ so the page and the console summary list the same ones.
 
 Wording follows the results: observed targets are "your data", simulated ones
 "simulated targets (true inputs known)"; Δ's unit is what the study divided by
-(:func:`simcalib.study.observations.delta_unit`).
+(:func:`simcalib.study.observations.delta_unit`, each series named once:
+:func:`simcalib.report.sections.report_unit`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ from simcalib.report import agree
 from simcalib.report import flags as fl
 from simcalib.report.names import display
 from simcalib.report.recommend import study_pick
-from simcalib.report.sections import Block, Figure, Table, read_if_exists
-from simcalib.study.observations import delta_unit
+from simcalib.report.sections import Block, Figure, Table, read_if_exists, report_unit
 from simcalib.study.series import parse_column
 
 
@@ -59,14 +59,18 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
     targets = read_if_exists(results / study / "targets.csv")
     outputs = [c[len("target_"):] for c in rec.columns if c.startswith("target_")
                and c != "target_id"]
-    unit = delta_unit(targets, outputs)
+    unit = report_unit(targets, outputs)
     observed = not any(c.startswith("true_") for c in rec.columns)
     source = ("your data (observed targets: no true inputs, so no distance to the truth)"
               if observed else "simulated targets (true inputs known; distance in the "
               "unit cube of the inputs)")
+    series = sorted({p[0] for o in outputs if (p := parse_column(o)) is not None})
+    per_series = (f" A series ({', '.join(series)}) counts as one output: its points' "
+                  "terms are averaged over the points a target observes."
+                  if series else "")
     blocks: list[Block] = [
         f"Targets: {source}. Strategy **{best}** is recommended: {why}. Δ = Σ over outputs "
-        f"of |simulator − target| divided by the {unit}."]
+        f"of |simulator − target| divided by the {unit}.{per_series}"]
     blocks += noise_blocks(results, study, summ, unit)
     blocks.append(Table(f"Calibrated inputs per target: {best} (recommended)",
                         with_series_misfit(_inputs_table(rec, targets, unit), results,

@@ -74,6 +74,33 @@ def read_if_exists(path: str | Path) -> pd.DataFrame | None:
 
 # ---- paper 1 ---------------------------------------------------------------------------
 
+def report_unit(targets: pd.DataFrame | None, outputs: list[str]) -> str:
+    """:func:`~simcalib.study.observations.delta_unit` with each series counted as one
+    output (named once, not point by point): a series is divided by the observations'
+    sd where they give an ``sd_`` for any of its points.  A study without series gets
+    ``delta_unit`` itself, word for word."""
+    from simcalib.study.series import parse_column
+
+    groups: dict[str, list[str]] = {}
+    scalars = []
+    for o in outputs:
+        p = parse_column(o)
+        if p is None:
+            scalars.append(o)
+        else:
+            groups.setdefault(p[0], []).append(o)
+    if not groups or targets is None:
+        return delta_unit(targets, outputs)
+    view = pd.DataFrame(index=targets.index)
+    for o in scalars:
+        if f"sd_{o}" in targets:
+            view[f"sd_{o}"] = targets[f"sd_{o}"]
+    for name, cols in groups.items():
+        if any(f"sd_{c}" in targets and targets[f"sd_{c}"].notna().any() for c in cols):
+            view[f"sd_{name}"] = 1.0
+    return delta_unit(view, [*scalars, *groups])
+
+
 def study_unit(results: Path, study: str) -> str:
     """What Δ is divided by in one study, in words: the study's targets.csv ``sd_``
     columns for the metamodel's outputs (metamodel.json), else the training sd."""
@@ -83,7 +110,7 @@ def study_unit(results: Path, study: str) -> str:
         outputs = list(info.get("output_names") or [])
     except (OSError, ValueError):
         outputs = []
-    return delta_unit(targets, outputs) if outputs else delta_unit(None, [])
+    return report_unit(targets, outputs) if outputs else delta_unit(None, [])
 
 
 def metamodel_table(info: dict) -> pd.DataFrame:
