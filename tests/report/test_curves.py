@@ -350,3 +350,36 @@ def test_delta_unit_names_a_series_once() -> None:
     assert report_unit(tg.drop(columns=["sd_y@2"]), POINTS) == delta_unit(None, [])
     scalar = pd.DataFrame({"a": [1.0], "b": [2.0], "sd_a": [0.1]})
     assert report_unit(scalar, ["a", "b"]) == delta_unit(scalar, ["a", "b"])   # unchanged
+
+
+def test_metamodel_and_noise_tables_show_a_series_as_one_row(tmp_path: Path) -> None:
+    from simcalib.report.sections import metamodel_table
+
+    pts_r2 = {c: 0.2 if c == "y@9" else 0.99 for c in POINTS}   # a flat tail: low R²
+    info = {"output_names": ["mean_y", *POINTS], "min_r2": 0.9,
+            "test_r2": {"mean_y": 0.97, **pts_r2},
+            "test_mae": {"mean_y": 0.01, **dict.fromkeys(POINTS, 0.02)},
+            "series": {"y": {"points": len(T), "components": 2, "test_r2": 0.95,
+                             "basis_cv_relative": 0.004, "noise": {"ceiling": 0.98}}},
+            "noise": {"stochastic": True, "source": "probe", "pairs": 8, "runs": 8,
+                      "ceiling": {"mean_y": 0.99, **dict.fromkeys(POINTS, 0.9)},
+                      "explainable_share": {"mean_y": 0.98, **dict.fromkeys(POINTS, 0.5)},
+                      "var": {"mean_y": 1e-4, **{c: 0.01 * (i + 1) for i, c in
+                                                 enumerate(POINTS)}}}}
+    table = metamodel_table(info)
+    assert list(table["output"]) == ["mean_y", "y (curve: 10 points, 2 components)"]
+    np.testing.assert_allclose(table["test R²"], [0.97, 0.95])
+    np.testing.assert_allclose(table["test MAE"], [0.01, 0.02])
+    assert list(table["R² ≥ min_r2 (0.9)"]) == ["yes", "yes"]    # the curve, not y@9
+    mm = tmp_path / "s" / "metamodel" / "metamodel.json"
+    mm.parent.mkdir(parents=True)
+    mm.write_text(json.dumps(info))
+    noise = next(b.df for b in answer.noise_blocks(tmp_path, "s", pd.DataFrame(), "")
+                 if isinstance(b, Table))
+    assert list(noise["output"]) == ["mean_y", "y"]
+    np.testing.assert_allclose(noise["noise ceiling (1 − noise var / total var)"], [0.99, 0.98])
+    np.testing.assert_allclose(noise["noise sd of a dataset row"],
+                               [1e-2, np.sqrt(np.mean(0.01 * np.arange(1, 11)))])
+    # a scalar metamodel: the rows it always had
+    scalar = {k: v for k, v in info.items() if k != "series"}
+    assert len(metamodel_table(scalar)) == 1 + len(T)

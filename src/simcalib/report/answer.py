@@ -166,6 +166,8 @@ def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str
         r2 = info.get("test_r2") or {}
         share = noise.get("explainable_share") or {}
         var = noise.get("var") or {}
+        if info.get("series"):   # a series is one row, as the trust flag judges it
+            ceiling, share, r2, var = _series_noise(info, var)
         table = pd.DataFrame({
             "output": list(ceiling),
             "test R²": [float(r2.get(o, np.nan)) for o in ceiling],
@@ -198,6 +200,22 @@ def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str
         out.append(Table(f"{study}: Δ of the chosen run vs re-scored Δ on fresh runs",
                          display(table, unit)))
     return out
+
+
+def _series_noise(info: dict, var: dict) -> tuple[dict, dict, dict, dict]:
+    """(ceiling, explainable share, test R², noise variance) with each series as one
+    output: its curve's pooled values (:func:`simcalib.metamodel.trust.judge`) and the
+    mean of its points' noise variances."""
+    from simcalib.metamodel import trust
+
+    verdict = trust.judge(info)
+    var_out = {o: v for o, v in var.items() if parse_column(o) is None}
+    for name in info.get("series") or {}:
+        pts = [float(v) for o, v in var.items() if (p := parse_column(o)) and p[0] == name]
+        if pts:
+            var_out[name] = float(np.mean(pts))
+    return (dict(verdict.ceiling or {}), dict(verdict.share or {}), dict(verdict.test_r2),
+            var_out)
 
 
 def read_json_if_exists(path: Path) -> dict | None:

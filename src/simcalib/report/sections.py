@@ -119,9 +119,35 @@ def metamodel_table(info: dict) -> pd.DataFrame:
     r2 = info.get("test_r2") or {}
     mae = info.get("test_mae") or {}
     verdict = trust.judge(info)
+    if info.get("series"):
+        return series_metamodel_table(info, verdict)
     rows = [{"output": o, "test R²": float(v), "test MAE": float(mae.get(o, np.nan)),
              f"R² ≥ min_r2 ({verdict.min_r2:g})": "NO" if o in verdict.weak_outputs else "yes"}
             for o, v in r2.items()]
+    return pd.DataFrame(rows)
+
+
+def series_metamodel_table(info: dict, verdict: trust.MetamodelTrust) -> pd.DataFrame:
+    """:func:`metamodel_table` of a study with series: one row per series (its curve's
+    test R² pooled over the points, as the trust flag judges it; the mean of its
+    points' test MAEs; the basis's held-out reconstruction error as a share of the
+    series' scale) beside one row per scalar, instead of a row per point."""
+    series = info.get("series") or {}
+    mae = info.get("test_mae") or {}
+    rows = []
+    for o, v in verdict.test_r2.items():
+        rec = series.get(o)
+        if rec is None:
+            m, name, basis = float(mae.get(o, np.nan)), o, np.nan
+        else:
+            pts = [float(x) for k, x in mae.items() if str(k).startswith(f"{o}@")]
+            m = float(np.mean(pts)) if pts else np.nan
+            name = f"{o} (curve: {rec.get('points')} points, {rec.get('components')} components)"
+            basis = float(rec.get("basis_cv_relative", np.nan))
+        rows.append({"output": name, "test R²": float(v), "test MAE": m,
+                     "basis error (share of the series' scale)": basis,
+                     f"R² ≥ min_r2 ({verdict.min_r2:g})":
+                         "NO" if o in verdict.weak_outputs else "yes"})
     return pd.DataFrame(rows)
 
 
