@@ -16,7 +16,7 @@ CURVE_BAND = (5, 95)
 # panels (target x series) drawn per figure; the others are in the CSV
 CURVE_PANELS = 12
 # study keys the job needs to rebuild the simulator (series added with its points)
-CURVE_STUDY_KEYS = ("simulator", "parameters", "contexts", "constraints", "outputs", "noise")
+CURVE_STUDY_KEYS = ("simulator", "parameters", "contexts", "constraints", "outputs")
 
 
 def curve_studies():
@@ -30,6 +30,8 @@ def curves_params(wildcards):
     cfg = config["studies"][wildcards.study]
     out = {k: cfg[k] for k in CURVE_STUDY_KEYS if k in cfg}
     out["series"] = series_params(cfg, f"studies.{wildcards.study}")
+    # whether the simulator is noisy (one run or a band); the probe's size is not read
+    out["noise"] = {"stochastic": (cfg.get("noise") or {}).get("stochastic", "auto")}
     return as_json(out)
 
 
