@@ -383,3 +383,33 @@ def test_metamodel_and_noise_tables_show_a_series_as_one_row(tmp_path: Path) -> 
     # a scalar metamodel: the rows it always had
     scalar = {k: v for k, v in info.items() if k != "series"}
     assert len(metamodel_table(scalar)) == 1 + len(T)
+
+
+def test_failed_targets_have_no_curve_and_a_scalar_study_is_refused(
+        linear: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    st = Study("lin", study_cfg("lin_curve", ("mean_y",)), partial=True)
+    rec = linear["rec"].copy()
+    rec.loc[rec["target_id"] == 1, ["x_a", "x_b"]] = np.nan       # target 1 failed
+    scale = np.ones(len(st.outputs))
+    tab, noisy = curve_table(st, rec, linear["targets"], scale, Band(3, 5, 95), SEED, False)
+    assert list(tab["target_id"].unique()) == [0] and noisy is False
+    none, unknown = curve_table(st, rec.iloc[1:], linear["targets"], scale, Band(3, 5, 95),
+                                SEED, None)
+    assert none.empty and unknown is None
+    from simcalib.report.curve_plots import fig_curves
+
+    assert fig_curves(none, tmp_path / "none.png", "t") == 0 and (tmp_path / "none.png").is_file()
+    # a study without series: the verb says so, naming the key
+    cfg = {"simulator": {"type": "rosenbrock"}, "parameters": {
+        "x": {"lower": 0, "upper": 1}, "y": {"lower": 0, "upper": 1}},
+        "contexts": {"a": {"values": [1]}, "b": {"values": [1]}}}
+    recs = tmp_path / "r.csv"
+    pd.DataFrame({"target_id": [0], "x_x": [0.5], "x_y": [0.5]}).to_csv(recs, index=False)
+    rc = curves_main(["cal-curves", "--study", "plain", "--params", json.dumps(cfg),
+                      "--seed", "1", "--records", str(recs), "--targets", str(recs),
+                      "--replicates", "3", "--band", "5", "95", "--max-panels", "4",
+                      "--output", str(tmp_path / "c.csv"),
+                      "--output-figure", str(tmp_path / "c.png")])
+    assert rc == 2
+    assert "studies.plain.series" in capsys.readouterr().err
+    assert not (tmp_path / "c.csv").exists()
