@@ -3,8 +3,6 @@
 
 import os
 
-from simcalib.study.series_study import series_params
-
 # Fresh runs at each answer whose spread is the band on a stochastic simulator, when
 # the study re-scores none (calibration.rescore = 0; otherwise the band's runs are the
 # re-scoring runs themselves, so its mean misfit is the records' rescored_error).  20
@@ -15,7 +13,8 @@ CURVE_REPLICATES = 20
 CURVE_BAND = (5, 95)
 # panels (target x series) drawn per figure; the others are in the CSV
 CURVE_PANELS = 12
-# study keys the job needs to rebuild the simulator (series added with its points)
+# study keys the job needs to rebuild the simulator (study_keys adds the series with
+# its points resolved)
 CURVE_STUDY_KEYS = ("simulator", "parameters", "contexts", "constraints", "outputs")
 
 
@@ -28,8 +27,8 @@ def curves_params(wildcards):
     """The study's keys that build its simulator, its series with the points resolved
     (a new targets file that keeps the points reruns nothing here)."""
     cfg = config["studies"][wildcards.study]
-    out = {k: cfg[k] for k in CURVE_STUDY_KEYS if k in cfg}
-    out["series"] = series_params(cfg, f"studies.{wildcards.study}")
+    # the series as every rule that rebuilds the study gets it (helpers/simulate.smk)
+    out = study_keys(wildcards.study, CURVE_STUDY_KEYS)
     # whether the simulator is noisy (one run or a band); the probe's size is not read
     out["noise"] = {"stochastic": (cfg.get("noise") or {}).get("stochastic", "auto")}
     return as_json(out)
