@@ -128,11 +128,12 @@ def with_series_misfit(table: pd.DataFrame, results: Path, study: str, strategy:
     out = table.copy()
     for name, part in mis.groupby("series", sort=False):
         by = part.set_index("target_id")
-        out[f"misfit {name}"] = out["target"].map(by["misfit_answer"])
+        # the answer's own run: with selection by mean, Δ is the mean of several runs
+        out[f"misfit {name} (the answer's run)"] = out["target"].map(by["misfit_answer"])
         if by["misfit_resim"].notna().any():
             runs = int(by["replicates"].max())
-            out[f"misfit {name}, re-run{'s' if runs > 1 else ''}"] = out["target"].map(
-                by["misfit_resim"])
+            what = f"mean of {runs} re-runs" if runs > 1 else "one re-run"
+            out[f"misfit {name} ({what})"] = out["target"].map(by["misfit_resim"])
     return out
 
 
