@@ -58,6 +58,7 @@ include: "workflow/rules/seq_posterior.smk"
 include: "workflow/rules/bayes.smk"
 include: "workflow/rules/bayes_replication.smk"
 include: "workflow/rules/multisource.smk"
+include: "workflow/rules/curves.smk"
 # last: the report depends on every other stage's final targets
 include: "workflow/rules/report.smk"
 

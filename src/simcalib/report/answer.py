@@ -9,7 +9,8 @@ so the page and the console summary list the same ones.
 
 Wording follows the results: observed targets are "your data", simulated ones
 "simulated targets (true inputs known)"; Δ's unit is what the study divided by
-(:func:`simcalib.study.observations.delta_unit`).
+(:func:`simcalib.study.observations.delta_unit`, each series named once:
+:func:`simcalib.report.sections.report_unit`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from simcalib.report import agree
 from simcalib.report import flags as fl
 from simcalib.report.names import display
 from simcalib.report.recommend import study_pick
-from simcalib.report.sections import Block, Figure, Table, read_if_exists
-from simcalib.study.observations import delta_unit
+from simcalib.report.sections import Block, Figure, Table, read_if_exists, report_unit
+from simcalib.study.series import parse_column
 
 
 def _inputs_table(rec: pd.DataFrame, targets: pd.DataFrame | None, unit: str) -> pd.DataFrame:
@@ -58,23 +59,32 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
     targets = read_if_exists(results / study / "targets.csv")
     outputs = [c[len("target_"):] for c in rec.columns if c.startswith("target_")
                and c != "target_id"]
-    unit = delta_unit(targets, outputs)
+    unit = report_unit(targets, outputs)
     observed = not any(c.startswith("true_") for c in rec.columns)
     source = ("your data (observed targets: no true inputs, so no distance to the truth)"
               if observed else "simulated targets (true inputs known; distance in the "
               "unit cube of the inputs)")
+    series = sorted({p[0] for o in outputs if (p := parse_column(o)) is not None})
+    per_series = (f" A series ({', '.join(series)}) counts as one output: its points' "
+                  "terms are averaged over the points a target observes."
+                  if series else "")
     blocks: list[Block] = [
         f"Targets: {source}. Strategy **{best}** is recommended: {why}. Δ = Σ over outputs "
-        f"of |simulator − target| divided by the {unit}."]
+        f"of |simulator − target| divided by the {unit}.{per_series}"]
     blocks += noise_blocks(results, study, summ, unit)
     blocks.append(Table(f"Calibrated inputs per target: {best} (recommended)",
-                        _inputs_table(rec, targets, unit)))
+                        with_series_misfit(_inputs_table(rec, targets, unit), results,
+                                           study, best)))
     for s, r in records.items():
         if s != best:
             blocks.append(Table(f"Calibrated inputs per target: {s} (click to open)",
-                                _inputs_table(r, targets, unit), collapsed=True))
-    if figures is not None and outputs:
-        blocks.append(answer_figure(rec, targets, outputs, figures, study, best, observed))
+                                with_series_misfit(_inputs_table(r, targets, unit), results,
+                                                   study, s), collapsed=True))
+    # a series' points are drawn as curves (curves_blocks), not one panel per point
+    scalars = [o for o in outputs if parse_column(o) is None]
+    if figures is not None and scalars:
+        blocks.append(answer_figure(rec, targets, scalars, figures, study, best, observed))
+    blocks += curves_blocks(results, study, best)
     blocks += seq_posterior_blocks(results, study)
     blocks += posterior_blocks(results, study, rec, best)
     return blocks
@@ -98,6 +108,50 @@ def answer_figure(rec: pd.DataFrame, targets: pd.DataFrame | None, outputs: list
                   "(one run per target).")
 
 
+def curves_path(results: Path, study: str, strategy: str) -> Path:
+    """The curves table of a strategy (``cal_curves``); its figure is the ``.png``
+    beside it."""
+    return results / study / "curves" / f"{strategy}.csv"
+
+
+def with_series_misfit(table: pd.DataFrame, results: Path, study: str, strategy: str
+                       ) -> pd.DataFrame:
+    """``table`` (one row per target) with each series' weighted L1 misfit of the
+    answer's curve and of the re-runs at the answer, from the strategy's curves table;
+    ``table`` unchanged for a study without one (a scalar study)."""
+    curves = read_if_exists(curves_path(results, study, strategy))
+    if curves is None or curves.empty or "target" not in table:
+        return table
+    from simcalib.report.curves import series_misfit
+
+    mis = series_misfit(curves)
+    out = table.copy()
+    for name, part in mis.groupby("series", sort=False):
+        by = part.set_index("target_id")
+        # the answer's own run: with selection by mean, Δ is the mean of several runs
+        out[f"misfit {name} (the answer's run)"] = out["target"].map(by["misfit_answer"])
+        if by["misfit_resim"].notna().any():
+            runs = int(by["replicates"].max())
+            what = f"mean of {runs} re-runs" if runs > 1 else "one re-run"
+            out[f"misfit {name} ({what})"] = out["target"].map(by["misfit_resim"])
+    return out
+
+
+def curves_blocks(results: Path, study: str, best: str) -> list[Block]:
+    """The recommended strategy's curves figure with one line saying what its band is
+    (nothing for a study without series or before ``cal_curves`` ran)."""
+    from simcalib.report.curves import band_sentence
+
+    path = curves_path(results, study, best)
+    curves = read_if_exists(path)
+    fig = path.with_suffix(".png")
+    if curves is None or not fig.is_file():
+        return []
+    return [Figure(f"{study}: observed curves beside {best}'s answer, per target", fig,
+                   band_sentence(curves) + " Misfit: each series' weighted L1 over its "
+                   f"observed points (per point in `{path}`).")]
+
+
 def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str
                  ) -> list[Block]:
     """For a stochastic simulator: its noise ceiling per output (test R² beside the
@@ -113,6 +167,8 @@ def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str
         r2 = info.get("test_r2") or {}
         share = noise.get("explainable_share") or {}
         var = noise.get("var") or {}
+        if info.get("series"):   # a series is one row, as the trust flag judges it
+            ceiling, share, r2, var = _series_noise(info, var)
         table = pd.DataFrame({
             "output": list(ceiling),
             "test R²": [float(r2.get(o, np.nan)) for o in ceiling],
@@ -145,6 +201,22 @@ def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str
         out.append(Table(f"{study}: Δ of the chosen run vs re-scored Δ on fresh runs",
                          display(table, unit)))
     return out
+
+
+def _series_noise(info: dict, var: dict) -> tuple[dict, dict, dict, dict]:
+    """(ceiling, explainable share, test R², noise variance) with each series as one
+    output: its curve's pooled values (:func:`simcalib.metamodel.trust.judge`) and the
+    mean of its points' noise variances."""
+    from simcalib.metamodel import trust
+
+    verdict = trust.judge(info)
+    var_out = {o: v for o, v in var.items() if parse_column(o) is None}
+    for name in info.get("series") or {}:
+        pts = [float(v) for o, v in var.items() if (p := parse_column(o)) and p[0] == name]
+        if pts:
+            var_out[name] = float(np.mean(pts))
+    return (dict(verdict.ceiling or {}), dict(verdict.share or {}), dict(verdict.test_r2),
+            var_out)
 
 
 def read_json_if_exists(path: Path) -> dict | None:

@@ -74,6 +74,33 @@ def read_if_exists(path: str | Path) -> pd.DataFrame | None:
 
 # ---- paper 1 ---------------------------------------------------------------------------
 
+def report_unit(targets: pd.DataFrame | None, outputs: list[str]) -> str:
+    """:func:`~simcalib.study.observations.delta_unit` with each series counted as one
+    output (named once, not point by point): a series is divided by the observations'
+    sd where they give an ``sd_`` for any of its points.  A study without series gets
+    ``delta_unit`` itself, word for word."""
+    from simcalib.study.series import parse_column
+
+    groups: dict[str, list[str]] = {}
+    scalars = []
+    for o in outputs:
+        p = parse_column(o)
+        if p is None:
+            scalars.append(o)
+        else:
+            groups.setdefault(p[0], []).append(o)
+    if not groups or targets is None:
+        return delta_unit(targets, outputs)
+    view = pd.DataFrame(index=targets.index)
+    for o in scalars:
+        if f"sd_{o}" in targets:
+            view[f"sd_{o}"] = targets[f"sd_{o}"]
+    for name, cols in groups.items():
+        if any(f"sd_{c}" in targets and targets[f"sd_{c}"].notna().any() for c in cols):
+            view[f"sd_{name}"] = 1.0
+    return delta_unit(view, [*scalars, *groups])
+
+
 def study_unit(results: Path, study: str) -> str:
     """What Δ is divided by in one study, in words: the study's targets.csv ``sd_``
     columns for the metamodel's outputs (metamodel.json), else the training sd."""
@@ -83,7 +110,7 @@ def study_unit(results: Path, study: str) -> str:
         outputs = list(info.get("output_names") or [])
     except (OSError, ValueError):
         outputs = []
-    return delta_unit(targets, outputs) if outputs else delta_unit(None, [])
+    return report_unit(targets, outputs) if outputs else delta_unit(None, [])
 
 
 def metamodel_table(info: dict) -> pd.DataFrame:
@@ -92,9 +119,35 @@ def metamodel_table(info: dict) -> pd.DataFrame:
     r2 = info.get("test_r2") or {}
     mae = info.get("test_mae") or {}
     verdict = trust.judge(info)
+    if info.get("series"):
+        return series_metamodel_table(info, verdict)
     rows = [{"output": o, "test R²": float(v), "test MAE": float(mae.get(o, np.nan)),
              f"R² ≥ min_r2 ({verdict.min_r2:g})": "NO" if o in verdict.weak_outputs else "yes"}
             for o, v in r2.items()]
+    return pd.DataFrame(rows)
+
+
+def series_metamodel_table(info: dict, verdict: trust.MetamodelTrust) -> pd.DataFrame:
+    """:func:`metamodel_table` of a study with series: one row per series (its curve's
+    test R² pooled over the points, as the trust flag judges it; the mean of its
+    points' test MAEs; the basis's held-out reconstruction error as a share of the
+    series' scale) beside one row per scalar, instead of a row per point."""
+    series = info.get("series") or {}
+    mae = info.get("test_mae") or {}
+    rows = []
+    for o, v in verdict.test_r2.items():
+        rec = series.get(o)
+        if rec is None:
+            m, name, basis = float(mae.get(o, np.nan)), o, np.nan
+        else:
+            pts = [float(x) for k, x in mae.items() if str(k).startswith(f"{o}@")]
+            m = float(np.mean(pts)) if pts else np.nan
+            name = f"{o} (curve: {rec.get('points')} points, {rec.get('components')} components)"
+            basis = float(rec.get("basis_cv_relative", np.nan))
+        rows.append({"output": name, "test R²": float(v), "test MAE": m,
+                     "basis error (share of the series' scale)": basis,
+                     f"R² ≥ min_r2 ({verdict.min_r2:g})":
+                         "NO" if o in verdict.weak_outputs else "yes"})
     return pd.DataFrame(rows)
 
 

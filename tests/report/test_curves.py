@@ -1,0 +1,416 @@
+"""What users of a curve study look at (issue 42, item 4): the curves table and figure
+of ``cal-curves`` (observed curve, the answer's curve, the band of re-runs at the
+answer, the misfit per point and series), the read-me-first page and the console that
+show them, and the workflow's job for it.
+
+Known answers: on a deterministic curve linear in the inputs the re-run equals the
+simulator's curve at the answer and the misfit is the weighted L1 recomputed here
+(summing, with the scalar's term, to the strategy's own Δ); on a stochastic stand-in
+the band holds the median, has the requested replicates, and its mean misfit is the
+records' re-scored Δ (the same seeds)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simcalib.commands.curves import main as curves_main
+from simcalib.errors import ConfigError, DataError
+from simcalib.metamodel.strategies.runner import calibrate
+from simcalib.metamodel.strategies.scale import RunScale
+from simcalib.report import answer, console, first_page
+from simcalib.report.curves import (
+    Band,
+    band_sentence,
+    curve_table,
+    delta_scale,
+    posterior_runs,
+    replicates_at,
+    series_misfit,
+)
+from simcalib.report.sections import Figure, Table
+from simcalib.study.model import Study
+from tests.conftest import REPO
+from tests.fixtures.curves import PARAMS, SERIES, T, curve
+
+SEED = 11
+POINTS = [f"y@{t}" for t in T]
+
+
+def study_cfg(fn: str, outputs: tuple[str, ...] = (), **extra: object) -> dict:
+    cfg = {"simulator": {"type": "python", "options": {
+               "function": f"tests.fixtures.curves:{fn}", "path": str(REPO)}},
+           "parameters": PARAMS, "series": SERIES, **extra}
+    if outputs:
+        cfg["outputs"] = list(outputs)
+    return cfg
+
+
+def observed_targets(outputs: list[str]) -> pd.DataFrame:
+    """Two observed curves: target 1 does not observe t = 3, both give an sd at t = 2."""
+    tg = pd.DataFrame({"target_id": [0, 1]})
+    if "mean_y" in outputs:
+        tg["mean_y"] = [0.5, 0.2]
+    for t in T:
+        tg[f"y@{t}"] = [0.3 + 0.1 * t, 0.6 - 0.05 * t]
+    tg.loc[1, "y@3"] = np.nan
+    tg["sd_y@2"] = [0.2, 0.3]
+    return tg
+
+
+#: posterior draws (a, b) per target of a stand-in predictive check
+DRAWS = {0: [(0.2, 0.1), (0.4, 0.05), (0.3, 0.2), (0.35, 0.0)], 1: [(0.6, -0.1), (0.5, 0.0)]}
+
+
+def ppc_runs(failed: int = 1) -> pd.DataFrame:
+    """The predictive check's run log as cal-posterior writes it (a failed run too)."""
+    rows = [{"target_id": t, "run_id": i, "status": "ok", "a": a, "b": b,
+             **dict(zip(POINTS, curve(a, b), strict=True))}
+            for t, d in DRAWS.items() for i, (a, b) in enumerate(d)]
+    rows += [{"target_id": 0, "run_id": 9, "status": "crashed", "a": 0.9, "b": 0.9,
+              **dict.fromkeys(POINTS, np.nan)}] * failed
+    return pd.DataFrame(rows)
+
+
+def run_case(tmp: Path, fn: str, outputs: tuple[str, ...], settings: dict,
+             replicates: int, ppc: pd.DataFrame | None = None) -> dict:
+    """A strategy (rs) on the observed curves, its files written as the workflow writes
+    them, then ``cal-curves`` on them; the frames and paths back."""
+    cfg = study_cfg(fn, outputs)
+    st = Study("lin", cfg)
+    outs = st.outputs
+    targets = observed_targets(outs)
+    y_std = np.linspace(0.5, 1.0, len(outs))
+    mm = RunScale(st.input_names, outs, y_std=y_std.copy(), source="metamodel training sd")
+    rec, runs = calibrate(st, mm, targets, "rs", settings, {}, SEED)
+    files = {k: tmp / f"{k}.csv" for k in ("records", "targets", "runs")}
+    rec.to_csv(files["records"], index=False)
+    targets.to_csv(files["targets"], index=False)
+    runs.to_csv(files["runs"], index=False)
+    meta = tmp / "metamodel.json"
+    meta.write_text(json.dumps({"output_names": outs, "y_std": y_std.tolist()}))
+    out, png = tmp / "curves" / "rs.csv", tmp / "curves" / "rs.png"
+    extra = []
+    if ppc is not None:
+        ppc.to_csv(tmp / "ppc_runs.csv", index=False)
+        extra = ["--posterior-runs", str(tmp / "ppc_runs.csv")]
+    rc = curves_main(["cal-curves", "--study", "lin", "--params", json.dumps(cfg),
+                      "--seed", str(SEED), "--records", str(files["records"]),
+                      "--targets", str(files["targets"]), "--runs", str(files["runs"]),
+                      "--metamodel-info", str(meta), "--replicates", str(replicates),
+                      "--band", "5", "95", "--max-panels", "1", "--strategy", "rs",
+                      "--output", str(out), "--output-figure", str(png), *extra])
+    assert rc == 0
+    return {"rec": rec, "targets": targets, "y_std": dict(zip(outs, y_std, strict=True)),
+            "table": pd.read_csv(out), "png": png, "csv": out}
+
+
+@pytest.fixture(scope="module")
+def linear(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return run_case(tmp_path_factory.mktemp("lin"), "lin_curve", ("mean_y",),
+                    {"budget": 6}, replicates=5, ppc=ppc_runs())
+
+
+def test_deterministic_curve_is_the_simulator_at_the_answer(linear: dict) -> None:
+    tab, rec = linear["table"], linear["rec"].set_index("target_id")
+    assert list(tab["target_id"].unique()) == [0, 1] and len(tab) == 2 * len(T)
+    for tid, part in tab.groupby("target_id"):
+        a, b = rec.at[tid, "x_a"], rec.at[tid, "x_b"]
+        np.testing.assert_array_equal(part["point"], T)
+        # the answer's own run and the fresh re-run: both the curve at the answer
+        np.testing.assert_allclose(part["answer"], curve(a, b), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(part["resim_median"], curve(a, b), rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(part["band_low"], part["band_high"])
+    # a deterministic simulator (found out by two identical seeds) is run once
+    assert (tab["replicates"] == 1).all() and not tab["stochastic"].any()
+
+
+def test_posterior_predictive_band_is_the_checks_runs(linear: dict) -> None:
+    tab = linear["table"]
+    for tid, part in tab.groupby("target_id"):
+        Y = np.array([curve(a, b) for a, b in DRAWS[tid]])    # the failed run left out
+        assert (part["post_runs"] == len(Y)).all()
+        np.testing.assert_allclose(part["post_median"], np.median(Y, axis=0), atol=1e-12)
+        np.testing.assert_allclose(part["post_low"], np.percentile(Y, 5, axis=0), atol=1e-12)
+        np.testing.assert_allclose(part["post_high"], np.percentile(Y, 95, axis=0),
+                                   atol=1e-12)
+    assert "Dotted band: 5-95 % of the simulator at 4 posterior draws" in band_sentence(tab)
+    # without the check's point columns (a posterior of scalars): no band, no error
+    assert posterior_runs(ppc_runs().drop(columns=["y@4"]), POINTS) == {}
+
+
+def test_misfit_is_the_weighted_l1_and_sums_to_the_strategys_delta(linear: dict) -> None:
+    tab, tg, s = linear["table"], linear["targets"], linear["y_std"]
+    rec = linear["rec"].set_index("target_id")
+    for tid, part in tab.groupby("target_id"):
+        row = tg.set_index("target_id").loc[tid]
+        obs = row[POINTS].to_numpy(dtype=float)
+        seen = np.isfinite(obs)
+        m = seen.sum()
+        div = np.array([row["sd_y@2"] if c == "y@2" else s[c] for c in POINTS])
+        ans = np.array([rec.at[tid, f"sim_{c}"] for c in POINTS])
+        want = np.where(seen, np.abs(ans - np.nan_to_num(obs)) / (m * div), 0.0)
+        np.testing.assert_allclose(part["misfit_answer"], want, rtol=1e-12, atol=1e-15)
+        assert (part["weight"].to_numpy()[~seen] == 0).all()
+        np.testing.assert_array_equal(part["sd"].notna(), [c == "y@2" for c in POINTS])
+        # the series' misfit plus the scalar's term is the strategy's own Delta
+        scalar = abs(rec.at[tid, "sim_mean_y"] - row["mean_y"]) / s["mean_y"]
+        assert part["misfit_answer"].sum() + scalar == pytest.approx(rec.at[tid, "error"],
+                                                                     rel=1e-12)
+    per = series_misfit(tab)
+    assert list(per.columns) == ["target_id", "series", "misfit_answer", "misfit_resim",
+                                 "replicates"]
+    np.testing.assert_allclose(per["misfit_answer"], per["misfit_resim"], rtol=1e-12)
+
+
+def test_figure_is_written_and_names_the_curves_left_out(linear: dict) -> None:
+    png = linear["png"]
+    assert png.is_file() and png.stat().st_size > 5000
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from simcalib.report.curve_plots import fig_curves
+
+    # the command drew 1 panel of 2 (--max-panels 1); the other is named, not lost
+    assert fig_curves(linear["table"], png.with_name("again.png"), "t", max_panels=1) == 1
+    assert fig_curves(linear["table"], png.with_name("all.png"), "t", max_panels=12) == 0
+
+
+@pytest.mark.slow
+def test_stochastic_band_holds_the_median_and_is_the_rescoring(tmp_path: Path) -> None:
+    k = 7
+    case = run_case(tmp_path, "noisy_curve", (), {"budget": 6, "rescore": k}, replicates=k)
+    tab, rec = case["table"], case["rec"].set_index("target_id")
+    assert (tab["replicates"] == k).all() and tab["stochastic"].all()
+    assert (tab["band_low"] <= tab["resim_median"]).all()
+    assert (tab["resim_median"] <= tab["band_high"]).all()
+    assert (tab["band_high"] - tab["band_low"] > 0).all()       # noise: a real band
+    for tid, part in tab.groupby("target_id"):
+        a, b = rec.at[tid, "x_a"], rec.at[tid, "x_b"]
+        # k draws of N(0, 0.1^2): the median within 3 sd of the mean of 7 of the curve
+        assert np.abs(part["resim_median"] - curve(a, b)).max() < 0.3
+        # the band's runs are the re-scoring runs: their mean misfit is rescored_error
+        assert part["misfit_resim"].sum() == pytest.approx(rec.at[tid, "rescored_error"],
+                                                           rel=1e-10)
+
+
+def test_bad_band_and_tables_are_clear_errors() -> None:
+    with pytest.raises(ConfigError, match="--band"):
+        Band(5, 60, 95)
+    with pytest.raises(ConfigError, match="--replicates"):
+        Band(0, 5, 95)
+    st = Study("lin", study_cfg("lin_curve"), partial=True)
+    with pytest.raises(DataError, match=r"lacks column\(s\) \['y@0'"):
+        curve_table(st, pd.DataFrame({"target_id": [0]}), pd.DataFrame({"target_id": [0]}),
+                    np.ones(len(T)), Band(3, 5, 95), 0, False)
+    with pytest.raises(DataError, match="no y_std for output"):
+        delta_scale(["y@0"], {"output_names": ["z"], "y_std": [1.0]})
+    scale, source = delta_scale(["y@0", "y@1"], None, pd.DataFrame(
+        {"phase": ["sobol"] * 3 + ["round1"], "status": "ok", "y@0": [0.0, 1.0, 2.0, 99.0],
+         "y@1": [1.0, 1.0, 1.0, 5.0]}))
+    np.testing.assert_allclose(scale, [np.std([0.0, 1.0, 2.0]), 1.0])
+    assert "3 successful start runs" in source
+
+
+# ------------------------------------------------------------------- page and console
+def test_page_and_console_show_the_curves_of_the_recommended_strategy(
+        linear: dict, tmp_path: Path) -> None:
+    from simcalib.cli import main
+
+    res = tmp_path / "results"
+    cal = res / "lin" / "calibration"
+    cal.mkdir(parents=True)
+    rec = linear["rec"]
+    rec.to_csv(cal / "rs.csv", index=False)
+    linear["targets"].to_csv(res / "lin" / "targets.csv", index=False)
+    assert main(["cal-summary", "--records", f"rs={cal / 'rs.csv'}", "--output",
+                 str(cal / "summary.csv"), "--targets", str(res / "lin" / "targets.csv"),
+                 "--output-figure", str(cal / "strategies.png")]) == 0
+    blocks = answer.study_answer(res, "lin", tmp_path / "figs")
+    before = [b for b in blocks if isinstance(b, Table)][0].df
+    assert not [c for c in before.columns if c.startswith("misfit")]
+    assert not [b for b in blocks if isinstance(b, Figure) and "curves" in b.title]
+    (res / "lin" / "curves").mkdir()
+    linear["table"].to_csv(res / "lin" / "curves" / "rs.csv", index=False)
+    (res / "lin" / "curves" / "rs.png").write_bytes(linear["png"].read_bytes())
+
+    blocks = answer.study_answer(res, "lin", tmp_path / "figs")
+    table = [b for b in blocks if isinstance(b, Table)][0].df
+    per = series_misfit(linear["table"]).set_index("target_id")
+    np.testing.assert_allclose(table["misfit y (the answer's run)"],
+                               per.loc[table["target"], "misfit_answer"])
+    assert "misfit y (one re-run)" in table      # deterministic: one run at the answer
+    figs = [b for b in blocks if isinstance(b, Figure)]
+    curves = [f for f in figs if f.path == res / "lin" / "curves" / "rs.png"]
+    assert len(curves) == 1 and curves[0].caption.startswith("Deterministic simulator")
+    assert "posterior draws" in curves[0].caption
+    # the scalar figure draws the scalar only, never one panel per point
+    assert all("curves" in str(f.path) or "answer_lin" in f.path.name for f in figs)
+    page = first_page.sections(res, ["lin"], figures=tmp_path / "figs")
+    assert any(isinstance(b, Figure) and b.path == curves[0].path for _, bl in page for b in bl)
+    lines = console.study_lines(res, "lin")
+    assert any(str(res / "lin" / "curves" / "rs.png") in ln for ln in lines)
+
+
+# ------------------------------------------------------------------- workflow
+DRY_CONFIG = """
+seed: 3
+threads: 1
+studies:
+  curvy:
+    simulator:
+      type: epidemic
+      options: {population: 2000, replicates: 1, max_days: 30}
+    parameters:
+      R0: {lower: 1.2, upper: 2.5}
+      vaccinationfraction: {lower: 0.5, upper: 1.0}
+    contexts:
+      responsedelay: {values: [7]}
+      ascertainmentdelay: {values: [3]}
+      ascertainmentfraction: {values: [0.6]}
+      vaccinedosesdaily: {values: [500]}
+    series:
+      cases: {index: day, points: {from: 1, to: 30}}
+    design: {method: sobol, n: 16, chunk_size: 16}
+    targets: {n: 2}
+    metamodel: {hidden: [8], epochs: 20, patience: 5, batch_size: 16}
+    optimize: {solver: highs-default}
+    calibration: {enabled: true, strategies: [rs, op], budget: 4, rescore: 3,
+                  posterior: {enabled: true}}
+  plain:
+    simulator: {type: rosenbrock}
+    parameters:
+      x: {lower: -1, upper: 1}
+      y: {lower: -1, upper: 1}
+    contexts:
+      a: {values: [1]}
+      b: {values: [10]}
+    design: {method: sobol, n: 16, chunk_size: 16}
+    targets: {n: 2}
+    metamodel: {hidden: [8], epochs: 20, patience: 5, batch_size: 16}
+    optimize: {solver: highs-default}
+    calibration: {enabled: true, strategies: [rs, op], budget: 4}
+bayes: {settings: []}
+multisource:
+  analytic: {enabled: false}
+  hardening: {enabled: false}
+"""
+
+
+@pytest.mark.slow
+def test_dry_run_has_a_curves_job_per_strategy_of_the_series_study_only(
+        tmp_path: Path) -> None:
+    cfg = tmp_path / "curves.yaml"
+    cfg.write_text(DRY_CONFIG)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+                           "-d", str(tmp_path / "wd"), "--configfile", str(cfg),
+                           "--cores", "1", "-n", "-p"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    jobs = [b for b in out.split("\n\n") if "rule cal_curves:" in b]
+    assert sorted(j.split("strategy=")[1].split()[0] for j in jobs) == ["op", "rs"]
+    assert all("study=curvy" in j for j in jobs)
+    assert "results/plain/curves" not in out
+    # the band's runs are the study's re-scoring runs; the report waits for the curves
+    assert all("--replicates 3 " in j for j in jobs)
+    # the posterior's predictive-check runs are its posterior predictive band
+    ppc = "--posterior-runs results/curvy/calibration/posterior/ppc_runs.csv"
+    assert all(ppc in j and "calibration/posterior/ppc.csv" in j for j in jobs)
+    report = next(b for b in out.split("\n\n") if "rule report_summary:" in b)
+    assert "results/curvy/curves/rs.png" in report and "results/curvy/curves/op.csv" in report
+
+
+def test_replicates_follow_the_declared_noise_and_the_rescoring_seeds() -> None:
+    st = Study("lin", study_cfg("noisy_curve"), partial=True)
+    x, ctx = np.array([0.4, 0.2]), {}
+    Y, noisy = replicates_at(st, x, ctx, 3, 4, SEED, POINTS, True)
+    assert noisy and Y.shape == (4, len(T)) and len({tuple(r) for r in Y}) == 4
+    # the same runs whether the noise is declared or found out (run ids 0..n-1)
+    Y2, noisy2 = replicates_at(st, x, ctx, 3, 4, SEED, POINTS, None)
+    assert noisy2 and np.array_equal(Y, Y2)
+    one, noisy3 = replicates_at(st, x, ctx, 3, 4, SEED, POINTS, False)   # declared: once
+    assert not noisy3 and np.array_equal(one, Y[:1])
+    # the seeds are the re-scoring ones: another target draws other noise
+    other, _ = replicates_at(st, x, ctx, 4, 4, SEED, POINTS, True)
+    assert not np.array_equal(other, Y)
+
+
+def test_delta_unit_names_a_series_once() -> None:
+    from simcalib.report.sections import report_unit
+    from simcalib.study.observations import delta_unit
+
+    tg = observed_targets(["mean_y", *POINTS])            # sd at y@2 only, none for mean_y
+    assert report_unit(tg, ["mean_y", *POINTS]) == (
+        "observations' sd_<output> for y, training sd for the others")
+    assert report_unit(tg, POINTS).startswith("measurement sd of each output")
+    assert report_unit(tg.drop(columns=["sd_y@2"]), POINTS) == delta_unit(None, [])
+    scalar = pd.DataFrame({"a": [1.0], "b": [2.0], "sd_a": [0.1]})
+    assert report_unit(scalar, ["a", "b"]) == delta_unit(scalar, ["a", "b"])   # unchanged
+
+
+def test_metamodel_and_noise_tables_show_a_series_as_one_row(tmp_path: Path) -> None:
+    from simcalib.report.sections import metamodel_table
+
+    pts_r2 = {c: 0.2 if c == "y@9" else 0.99 for c in POINTS}   # a flat tail: low R²
+    info = {"output_names": ["mean_y", *POINTS], "min_r2": 0.9,
+            "test_r2": {"mean_y": 0.97, **pts_r2},
+            "test_mae": {"mean_y": 0.01, **dict.fromkeys(POINTS, 0.02)},
+            "series": {"y": {"points": len(T), "components": 2, "test_r2": 0.95,
+                             "basis_cv_relative": 0.004, "noise": {"ceiling": 0.98}}},
+            "noise": {"stochastic": True, "source": "probe", "pairs": 8, "runs": 8,
+                      "ceiling": {"mean_y": 0.99, **dict.fromkeys(POINTS, 0.9)},
+                      "explainable_share": {"mean_y": 0.98, **dict.fromkeys(POINTS, 0.5)},
+                      "var": {"mean_y": 1e-4, **{c: 0.01 * (i + 1) for i, c in
+                                                 enumerate(POINTS)}}}}
+    table = metamodel_table(info)
+    assert list(table["output"]) == ["mean_y", "y (curve: 10 points, 2 components)"]
+    np.testing.assert_allclose(table["test R²"], [0.97, 0.95])
+    np.testing.assert_allclose(table["test MAE"], [0.01, 0.02])
+    assert list(table["R² ≥ min_r2 (0.9)"]) == ["yes", "yes"]    # the curve, not y@9
+    mm = tmp_path / "s" / "metamodel" / "metamodel.json"
+    mm.parent.mkdir(parents=True)
+    mm.write_text(json.dumps(info))
+    noise = next(b.df for b in answer.noise_blocks(tmp_path, "s", pd.DataFrame(), "")
+                 if isinstance(b, Table))
+    assert list(noise["output"]) == ["mean_y", "y"]
+    np.testing.assert_allclose(noise["noise ceiling (1 − noise var / total var)"], [0.99, 0.98])
+    np.testing.assert_allclose(noise["noise sd of a dataset row"],
+                               [1e-2, np.sqrt(np.mean(0.01 * np.arange(1, 11)))])
+    # a scalar metamodel: the rows it always had
+    scalar = {k: v for k, v in info.items() if k != "series"}
+    assert len(metamodel_table(scalar)) == 1 + len(T)
+
+
+def test_failed_targets_have_no_curve_and_a_scalar_study_is_refused(
+        linear: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    st = Study("lin", study_cfg("lin_curve", ("mean_y",)), partial=True)
+    rec = linear["rec"].copy()
+    rec.loc[rec["target_id"] == 1, ["x_a", "x_b"]] = np.nan       # target 1 failed
+    scale = np.ones(len(st.outputs))
+    tab, noisy = curve_table(st, rec, linear["targets"], scale, Band(3, 5, 95), SEED, False)
+    assert list(tab["target_id"].unique()) == [0] and noisy is False
+    none, unknown = curve_table(st, rec.iloc[1:], linear["targets"], scale, Band(3, 5, 95),
+                                SEED, None)
+    assert none.empty and unknown is None
+    from simcalib.report.curve_plots import fig_curves
+
+    assert fig_curves(none, tmp_path / "none.png", "t") == 0 and (tmp_path / "none.png").is_file()
+    # a study without series: the verb says so, naming the key
+    cfg = {"simulator": {"type": "rosenbrock"}, "parameters": {
+        "x": {"lower": 0, "upper": 1}, "y": {"lower": 0, "upper": 1}},
+        "contexts": {"a": {"values": [1]}, "b": {"values": [1]}}}
+    recs = tmp_path / "r.csv"
+    pd.DataFrame({"target_id": [0], "x_x": [0.5], "x_y": [0.5]}).to_csv(recs, index=False)
+    rc = curves_main(["cal-curves", "--study", "plain", "--params", json.dumps(cfg),
+                      "--seed", "1", "--records", str(recs), "--targets", str(recs),
+                      "--replicates", "3", "--band", "5", "95", "--max-panels", "4",
+                      "--output", str(tmp_path / "c.csv"),
+                      "--output-figure", str(tmp_path / "c.png")])
+    assert rc == 2
+    assert "studies.plain.series" in capsys.readouterr().err
+    assert not (tmp_path / "c.csv").exists()

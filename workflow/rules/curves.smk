@@ -1,0 +1,47 @@
+# What users of a curve study look at (issue 42): per strategy of a study that declares
+# series, the observed curve of every target beside the answer's curve and the band of
+# fresh re-runs there (the re-scoring seeds; one run on a deterministic simulator), and
+# the weighted L1 misfit per point and series: results/<study>/curves/<strategy>.csv
+# (long) and .png (one panel per target and series).  The read-me-first page shows the
+# recommended strategy's figure and the misfit per series in its table.  Downstream of
+# the strategy's records: its runs are never repeated, only the answer is re-run.
+
+
+include: "helpers/curves.smk"
+
+
+rule cal_curves:
+    input:
+        unpack(curves_inputs),
+    output:
+        table=figure("results/{study}/curves/{strategy}.csv", "cal_curves", "Paper 1", "{study}"),
+        figure=figure("results/{study}/curves/{strategy}.png", "cal_curves", "Paper 1", "{study}"),
+    log:
+        "results/logs/{study}/cal_curves_{strategy}.log",
+    benchmark:
+        "results/benchmarks/rules/{study}/cal_curves_{strategy}.tsv"
+    priority: PRIORITY["calibrate"]
+    conda:
+        "../../envs/simcalib.yaml"
+    threads: cal_threads
+    resources:
+        mem_mb=2000,
+        runtime=120,
+    params:
+        cfg=curves_params,
+        seed=config["seed"],
+        replicates=curves_replicates,
+        band=" ".join(str(b) for b in CURVE_BAND),
+        panels=CURVE_PANELS,
+        extra=curves_extra_args,
+    shell:
+        "python -m simcalib.commands.curves cal-curves --study {wildcards.study} "
+        "--params {params.cfg:q} --seed {params.seed} --strategy {wildcards.strategy} "
+        "--records {input.records} --runs {input.runs} --targets {input.targets} "
+        "{params.extra} --replicates {params.replicates} --band {params.band} "
+        "--max-panels {params.panels} --threads {threads} "
+        "--output {output.table} --output-figure {output.figure} > {log} 2>&1"
+
+
+for _s in curve_studies():
+    ALL_TARGETS += curve_targets(_s)
