@@ -27,6 +27,7 @@ VERB_MODULES: list[str] = [
     "simcalib.commands.simulate",
     "simcalib.commands.metamodel",
     "simcalib.commands.calibrate",
+    "simcalib.commands.curves",
     "simcalib.commands.posterior",
     "simcalib.commands.multisource",
     "simcalib.commands.bayes",

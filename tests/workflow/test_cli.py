@@ -33,6 +33,7 @@ OUTPUTS: dict[str, set[str]] = {
     "cal-anchors": {"--output"},
     "cal-run": {"--output", "--output-runs", "--output-block"},
     "cal-merge": {"--output", "--output-runs"},
+    "cal-curves": {"--output", "--output-figure"},
     "cal-step": {"--output-state", "--output-proposals"},
     "cal-sim": {"--output"},
     "cal-score": {"--output"},

@@ -35,7 +35,7 @@ rule cal_curves:
         panels=CURVE_PANELS,
         extra=curves_extra_args,
     shell:
-        "python -m simcalib.commands.curves cal-curves --study {wildcards.study} "
+        "python -m simcalib cal-curves --study {wildcards.study} "
         "--params {params.cfg:q} --seed {params.seed} --strategy {wildcards.strategy} "
         "--records {input.records} --runs {input.runs} --targets {input.targets} "
         "{params.extra} --replicates {params.replicates} --band {params.band} "
