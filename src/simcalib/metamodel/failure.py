@@ -38,7 +38,7 @@ from torch import nn
 
 from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError
-from simcalib.metamodel.model import DTYPE, Metamodel, build_net
+from simcalib.metamodel.model import DTYPE, Metamodel, build_net, column_scale
 from simcalib.metamodel.stacking import rescale_inputs, side_by_side, to_torch
 from simcalib.seeds import int_seed, rng
 
@@ -138,8 +138,7 @@ def fit_failure(X: np.ndarray, ok: np.ndarray, input_names: Sequence[str],
     X, ok = X[keep], ok[keep]
     if c["model"] == "off" or ok.all() or not ok.any():
         return None
-    x_mean, x_std = X.mean(axis=0), X.std(axis=0)
-    x_std = np.where(x_std > 0, x_std, 1.0)
+    x_mean, x_std = column_scale(X)
     Xs = (X - x_mean) / x_std
     old = torch.get_num_threads()
     torch.set_num_threads(1)

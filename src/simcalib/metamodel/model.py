@@ -44,6 +44,24 @@ CHECKED_KEYS = ("input_names", "output_names", "hidden", "dropout", "x_mean", "x
 META_FILE = "metamodel.json"
 DTYPE = torch.float64
 
+#: a column whose sd is at most this fraction of its largest magnitude is constant: the
+#: sd of a constant column of floats is rounding noise (0.6 repeated gives 1.1e-16), and
+#: dividing by it turns the rounding into inputs of size 1 and, folded into a MILP's
+#: first layer, into weights of 1e16 whose cancellation is wrong by 0.1 (issue 42)
+CONSTANT_RTOL = 1e-10
+
+
+def column_scale(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column mean and sd for standardising, sd 1 where the column is constant (to
+    rounding: :data:`CONSTANT_RTOL`), so that a constant input or output scales to 0
+    exactly, never to rounding noise divided by rounding noise."""
+    A = np.asarray(A, dtype=float)
+    mean, sd = A.mean(axis=0), A.std(axis=0)
+    scale = np.abs(A).max(axis=0) if len(A) else np.zeros(A.shape[1:])
+    const = sd <= CONSTANT_RTOL * scale
+    return np.where(const, A[0] if len(A) else mean, mean), np.where(const, 1.0, sd)
+
+
 def build_net(n_in: int, hidden: Sequence[int], n_out: int, dropout: float = 0.0
               ) -> nn.Sequential:
     """``Linear, ReLU, [Dropout]`` per hidden width, then a final ``Linear``."""

@@ -37,7 +37,7 @@ from simcalib.config import check_section, schema_defaults
 from simcalib.errors import ConfigError, DataError
 from simcalib.metamodel import trust
 from simcalib.metamodel.milp.boxbounds import metamodel_stability
-from simcalib.metamodel.model import DTYPE, Metamodel, build_net, r2_scores
+from simcalib.metamodel.model import DTYPE, Metamodel, build_net, column_scale, r2_scores
 from simcalib.metamodel.solvable import solvable_phase
 from simcalib.progress import eta, every
 from simcalib.seeds import int_seed, rng
@@ -254,10 +254,8 @@ def train_metamodel(df: pd.DataFrame, input_names: Sequence[str], output_names: 
                         f"({failure_digest(df)})")
     facts = _output_facts(df, X, Y, input_names, output_names, study)
     te, va, tr = split(n, c, seed, study)
-    x_mean, x_std = X[tr].mean(axis=0), X[tr].std(axis=0)
-    y_mean, y_std = Y[tr].mean(axis=0), Y[tr].std(axis=0)
-    x_std = np.where(x_std > 0, x_std, 1.0)
-    y_std = np.where(y_std > 0, y_std, 1.0)
+    x_mean, x_std = column_scale(X[tr])
+    y_mean, y_std = column_scale(Y[tr])
 
     def t(a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(a, dtype=DTYPE)
