@@ -1,0 +1,128 @@
+"""``sequential``'s local linear proposals (proposals.local_linear): a Gauss-Newton
+step from a linear fit of the outputs on the runs nearest the best run, in the rounds
+of a batch above 4 (proposals.linear_slots).  Known answers on the warped plane
+(tests/sim_fixtures.py), whose Delta is 0 at x* only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simcalib.metamodel import strategies as st
+from simcalib.metamodel.strategies import proposals
+from simcalib.metamodel.strategies.ledger import Target, TargetRun
+from simcalib.metamodel.strategies.proposals import linear_slots, local_linear
+from simcalib.metamodel.strategies.runner import default_optimize
+from simcalib.metamodel.strategies.settings import merged_settings
+from tests.cal_fixtures import SEQ_SMALL, warped_plane_study
+
+XSTAR = np.array([0.62, 0.27])
+SEED = 11
+
+
+def _plane(v: np.ndarray) -> np.ndarray:
+    return np.array([v[0] + 0.5 * v[1] ** 2, v[1] + 0.5 * v[0] ** 2])
+
+
+class ScaleMM:
+    """No design metamodel: the ledger needs only Delta's output scale."""
+
+    input_names = ["x", "y"]
+    output_names = ["a", "b"]
+    y_std = np.array([0.3, 0.3])
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.full((len(np.atleast_2d(X)), 2), np.nan)
+
+
+def _ledger(budget: int, batch: int) -> TargetRun:
+    t = Target(0, XSTAR.copy(), {}, _plane(XSTAR))
+    settings = merged_settings({"budget": budget, **SEQ_SMALL})
+    settings["sequential"]["batch"] = batch
+    return TargetRun(warped_plane_study(), ScaleMM(), t, budget, 0.05, settings,
+                     {"backend": "highs"}, SEED, "sequential", default_optimize())
+
+
+def _runs(center: np.ndarray, spread: float, n: int, seed: int = 0) -> list[dict]:
+    r = np.random.default_rng(seed)
+    X = np.vstack([center, center + r.uniform(-spread, spread, (n - 1, 2))])
+    return [{"x": x, "y": _plane(x), "status": "ok"} for x in X]
+
+
+def test_linear_slots_grow_with_the_batch_and_batch_4_has_none() -> None:
+    assert [linear_slots(b) for b in (1, 2, 4, 7, 8, 16, 32, 64)] == [0, 0, 0, 0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_one_step_from_near_runs_lands_far_closer_to_the_answer(which: int) -> None:
+    p = _ledger(40, 16)
+    # the runs span more than the way to x*: the step is not capped by their box
+    runs = _runs(XSTAR + np.array([0.006, -0.005]), 0.01, 12)
+    best = min(runs, key=lambda q: float(p.err(q["y"])[0]))
+    x = local_linear(p, runs, best, which, radius=0.1, fm=None)
+    assert x is not None
+    e_best, e_new = float(p.err(best["y"])[0]), float(p.err(_plane(x))[0])
+    # Newton on a smooth map: the misfit falls by the step's relative curvature error
+    assert e_new < e_best / 5
+    assert np.abs(x - XSTAR).max() < np.abs(best["x"] - XSTAR).max() / 3
+
+
+def test_step_stays_in_the_box_the_runs_span() -> None:
+    p = _ledger(40, 16)
+    runs = _runs(np.array([0.2, 0.8]), 0.002, 6)      # far from x*: the step is capped
+    x = local_linear(p, runs, runs[0], 0, radius=0.1, fm=None)
+    assert x is not None
+    span = np.abs(np.array([q["x"] for q in runs]) - runs[0]["x"]).max()
+    assert np.abs(x - runs[0]["x"]).max() <= span + 1e-12
+
+
+def test_no_proposal_without_enough_runs_or_where_failure_is_predicted() -> None:
+    p = _ledger(40, 16)
+    runs = _runs(XSTAR + 0.01, 0.004, 2)
+    assert local_linear(p, runs, runs[0], 0, 0.1, None) is None      # d + 1 = 3 needed
+    line = [{"x": XSTAR + t * np.array([1.0, 1.0]), "y": _plane(XSTAR + t), "status": "ok"}
+            for t in (0.01, 0.012, 0.014, 0.016)]
+    assert local_linear(p, line, line[0], 0, 0.1, None) is None       # no slope across
+
+    class AllFail:
+        input_names = ["x", "y"]
+
+        def ok(self, X: np.ndarray) -> np.ndarray:
+            return np.zeros(len(X), dtype=bool)
+
+    runs = _runs(XSTAR + 0.01, 0.004, 8)
+    assert local_linear(p, runs, runs[0], 0, 0.1, AllFail()) is None
+
+
+@pytest.mark.slow
+def test_batch_4_proposals_never_use_the_linear_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("local_linear called at batch 4")
+
+    monkeypatch.setattr(proposals, "local_linear", boom)
+    p = _ledger(18, 4)
+    st.get("sequential").fn(p)
+    assert p.used == 18
+
+
+@pytest.mark.slow
+def test_batch_8_search_uses_linear_steps_and_reaches_the_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[np.ndarray] = []
+    real = proposals.local_linear
+
+    def counting(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        x = real(*a, **k)
+        if x is not None:
+            made.append(x)
+        return x
+
+    monkeypatch.setattr(proposals, "local_linear", counting)
+    p = _ledger(34, 8)
+    st.get("sequential").fn(p)
+    assert p.used == 34
+    assert len(made) >= 2                        # one slot a round of 8, 3 rounds
+    best = p.best_run()
+    # the members reach ~1e-2 in this budget (test_sequential); the best run is a step
+    assert best["error"] < 1e-3
+    assert any(np.array_equal(best["x"], x) for x in made)
