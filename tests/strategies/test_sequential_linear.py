@@ -126,3 +126,53 @@ def test_batch_8_search_uses_linear_steps_and_reaches_the_answer(
     # the members reach ~1e-2 in this budget (test_sequential); the best run is a step
     assert best["error"] < 1e-3
     assert any(np.array_equal(best["x"], x) for x in made)
+
+
+class _SlowClock:
+    """``time`` for milp.bounds whose clock runs ``step`` s fast on every read: the
+    bound tightening sees a machine many times slower than this one."""
+
+    def __init__(self, step: float) -> None:
+        import time
+
+        self._time, self.step, self.reads = time, step, 0
+
+    def perf_counter(self) -> float:
+        self.reads += 1
+        return self._time.perf_counter() + self.step * self.reads
+
+
+@pytest.mark.slow
+def test_mean_proposal_tightening_does_not_depend_on_the_clock(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ensemble mean's proposal tightens its bounds by a fixed number of LPs: on a
+    clock running 0.05 s fast per read (the former 2 s limit stopped it after 40 LPs,
+    short of this net's ~60-90) it still completes every tightening, and the search
+    makes the same runs.  (The cap left is the solve's: 30 % of what is left of its
+    time_limit, so a machine ~4x slower than this clock would still cut it.)"""
+    from simcalib.metamodel.milp import bounds, boxbounds
+
+    def search(slow: bool) -> tuple[list[np.ndarray], list[bool]]:
+        boxbounds.clear_cache()
+        done: list[bool] = []
+        real = bounds.tighten_bounds
+
+        def spy(*a, **k):  # noqa: ANN002, ANN003, ANN202
+            nb = real(*a, **k)
+            done.append(bool(nb.complete))
+            return nb
+
+        with monkeypatch.context() as m:
+            m.setattr(bounds, "tighten_bounds", spy)
+            m.setattr(boxbounds, "tighten_bounds", spy)
+            if slow:
+                m.setattr(bounds, "time", _SlowClock(0.05))
+            p = _ledger(14, 4)
+            st.get("sequential").fn(p)
+        return [r["x"] for r in p.runs], done
+
+    fast_x, fast_done = search(False)
+    slow_x, slow_done = search(True)
+    assert slow_done and all(slow_done) and all(fast_done)
+    assert len(slow_x) == len(fast_x) == 14
+    assert all(np.array_equal(a, b) for a, b in zip(fast_x, slow_x, strict=True))
