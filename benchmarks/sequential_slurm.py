@@ -114,10 +114,12 @@ def run(batch: int, runs: int, sleep: float, local: bool, work: Path, profile: P
         cfg = wd / "config.yaml"
         cfg.write_text(yaml.safe_dump(study(batch, runs, sleep)))
         where = ["--cores", "16"] if local else ["--profile", str(profile)]
-        if group > 1:  # `group` run jobs of a round in one cluster job (one start-up)
-            where += ["--groups", "cal_seq_sim=runs", "--group-components", f"runs={group}"]
+        # `group` run jobs of a round in one cluster job (one start-up); before the
+        # options that take several values, so that none swallows the target
+        grouping = (["--groups", "cal_seq_sim=runs", "--group-components", f"runs={group}"]
+                    if group > 1 else [])
         cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d",
-               str(wd), "--configfile", str(cfg), *where, TARGET]
+               str(wd), *grouping, "--configfile", str(cfg), *where, TARGET]
         t0 = time.perf_counter()
         with open(wd / "snakemake.out", "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
