@@ -28,7 +28,6 @@ makespan extrapolated from their mean (labelled ``extrapolated``).
     python benchmarks/sequential_slurm.py --batches 16 --out results/benchmarks/slurm16
     python benchmarks/sequential_slurm.py --local --runs 32   # --cores 16, no cluster
     python benchmarks/sequential_slurm.py --report-only --batches 4 16   # re-read the work dirs
-    python benchmarks/sequential_slurm.py --batches 16 --group 4   # 4 runs a cluster job
 
 Writes ``<out>/sequential_slurm.csv`` (one row a batch) and
 ``<out>/sequential_slurm_rounds.csv`` (one row a round) and prints both.
@@ -106,20 +105,16 @@ def planned_rounds(wd: Path) -> int:
 
 
 def run(batch: int, runs: int, sleep: float, local: bool, work: Path, profile: Path,
-        timeout: float | None, report_only: bool, group: int = 1) -> tuple[dict, pd.DataFrame]:
-    wd = work / (f"batch{batch}" if group <= 1 else f"batch{batch}_group{group}")
+        timeout: float | None, report_only: bool) -> tuple[dict, pd.DataFrame]:
+    wd = work / f"batch{batch}"
     wall, finished = float("nan"), False
     if not report_only:
         wd.mkdir(parents=True, exist_ok=True)
         cfg = wd / "config.yaml"
         cfg.write_text(yaml.safe_dump(study(batch, runs, sleep)))
         where = ["--cores", "16"] if local else ["--profile", str(profile)]
-        # `group` run jobs of a round in one cluster job (one start-up); before the
-        # options that take several values, so that none swallows the target
-        grouping = (["--groups", "cal_seq_sim=runs", "--group-components", f"runs={group}"]
-                    if group > 1 else [])
         cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d",
-               str(wd), *grouping, "--configfile", str(cfg), *where, TARGET]
+               str(wd), "--configfile", str(cfg), *where, TARGET]
         t0 = time.perf_counter()
         with open(wd / "snakemake.out", "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
@@ -140,7 +135,7 @@ def run(batch: int, runs: int, sleep: float, local: bool, work: Path, profile: P
     rt = rounds_table(wd, batch, sleep)
     planned = planned_rounds(wd) - 1
     mean_round = float(rt["round_wall_s"].mean()) if len(rt) else float("nan")
-    row = {"batch": batch, "runs_a_job": group, "runs": runs, "sleep_s": sleep,
+    row = {"batch": batch, "runs": runs, "sleep_s": sleep,
            "where": "local" if local else "slurm",
            "finished": finished, "rounds_planned": planned, "rounds_done": len(rt),
            "makespan_s": round(wall, 1) if finished else float("nan"),
@@ -170,8 +165,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=None,
                     help="stop a batch's run after this many seconds (rounds done reported)")
     ap.add_argument("--report-only", action="store_true", help="re-read the work dirs")
-    ap.add_argument("--group", type=int, default=1,
-                    help="run jobs of a round per cluster job (Snakemake job groups)")
     ap.add_argument("--work", default=str(ROOT / "results" / "benchmarks" / "slurm_work"))
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
@@ -180,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, rts = [], []
     for b in args.batches:
         row, rt = run(b, args.runs, args.sleep, args.local, Path(args.work), Path(args.profile),
-                      args.timeout, args.report_only, args.group)
+                      args.timeout, args.report_only)
         rows.append(row)
         rts.append(rt)
     df = pd.DataFrame(rows)
