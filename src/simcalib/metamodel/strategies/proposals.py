@@ -169,13 +169,18 @@ def local_linear(p: TargetRun, runs: list[dict[str, Any]], best: Mapping[str, An
     lo, hi = (sp.to_unit(v) for v in p.bounds())
     dlo, dhi = np.maximum(lo - u0, -rho), np.minimum(hi - u0, rho)
     c_out = np.where(np.isfinite(p.scale) & (p.scale > 0), 1.0 / p.scale, 0.0)
-    n = len(y0)
+    resid = y0 - np.asarray(p.target.z, dtype=float)
+    # outputs Delta ignores (zero weight, no observation) stay out of the LP
+    use = (c_out > 0) & np.isfinite(resid) & np.isfinite(J).all(axis=0)
+    if not use.any():
+        return None
+    J, c_out, resid = J[:, use], c_out[use], resid[use]
+    n = int(use.sum())
     # variables [step (d), t (n), a (d)]: first min sum_j c_j t_j with
     # +-(y0_j - z_j + (step J)_j) <= t_j; then, at that misfit, the smallest step
     # (sum a_i, a_i >= |step_i|): with fewer outputs than inputs the linear model's
     # solutions are a plane, and the point of it nearest the best run is where the
     # linear fit holds best
-    resid = y0 - np.asarray(p.target.z, dtype=float)
     In, Id, Zn, Zd = np.eye(n), np.eye(d), np.zeros((n, d)), np.zeros((d, n))
     A = np.block([[J.T, -In, Zn], [-J.T, -In, Zn], [Id, Zd, -Id], [-Id, Zd, -Id]])
     bvec = np.concatenate([-resid, resid, np.zeros(2 * d)])
