@@ -176,3 +176,61 @@ def test_mean_proposal_tightening_does_not_depend_on_the_clock(
     assert slow_done and all(slow_done) and all(fast_done)
     assert len(slow_x) == len(fast_x) == 14
     assert all(np.array_equal(a, b) for a, b in zip(fast_x, slow_x, strict=True))
+
+
+def _chain(study, tdf, cal, chunk_size: int, tmp):  # noqa: ANN001, ANN202
+    """The workflow's round jobs in this process (step, chunk and final jobs, every
+    state through a pickle as between jobs; a fresh ledger each job)."""
+    import pickle
+
+    from simcalib.metamodel.strategies import rounds
+    from simcalib.metamodel.strategies.ledger import read_targets
+    from simcalib.metamodel.strategies.runner import calibrate_block, joint_ledgers
+    from simcalib.metamodel.strategies.scale import RunScale
+
+    settings = merged_settings(cal)
+    s = settings["sequential"]
+    steps = rounds.plan(len(tdf), int(settings["budget"]), 2, int(s["initial_per_input"]),
+                        int(s["batch"]), exact_start=True)
+    state_path, sims = None, []
+    for k, bound in enumerate(steps):
+        mm = RunScale(["x", "y"], ["a", "b"], study="wp")
+        ps = joint_ledgers(study, mm, read_targets(tdf, study, mm), "sequential", settings,
+                           {"backend": "highs"}, SEED, 0.05)
+        state, prev = rounds.read_step(state_path, sims)
+        state, props = rounds.run_step(ps, k, state, prev)
+        rounds.write_step(state, props, tmp / f"step_{k}.pkl", tmp / f"props_{k}.pkl")
+        state_path, sims = tmp / f"step_{k}.pkl", []
+        props = pickle.loads((tmp / f"props_{k}.pkl").read_bytes())
+        for c in range(rounds.chunks(bound, chunk_size)):
+            res = rounds.simulate_chunk(study, props, c, chunk_size, SEED,
+                                        journal_dir=tmp / ".journal")
+            rounds._dump(res, tmp / f"sim_{k}_{c}.pkl")
+            sims.append(tmp / f"sim_{k}_{c}.pkl")
+    state, prev = rounds.read_step(state_path, sims)
+    return calibrate_block(study, RunScale(["x", "y"], ["a", "b"], study="wp"), tdf,
+                           "sequential", cal, {"backend": "highs"}, SEED,
+                           joint=rounds.finisher(state, prev))
+
+
+@pytest.mark.slow
+def test_round_jobs_with_linear_steps_give_the_one_job_runs(tmp_path) -> None:  # noqa: ANN001
+    """A batch of 8 (one linear slot a round) cut into round jobs: the same runs and
+    records as one job (the step reads only the restored runs: no clock, no stream)."""
+    import pandas as pd
+
+    from simcalib.metamodel.strategies.runner import calibrate
+    from simcalib.metamodel.strategies.scale import RunScale
+
+    x, y = XSTAR
+    tdf = pd.DataFrame({"target_id": [0], "x": [x], "y": [y], "a": [x + 0.5 * y * y],
+                        "b": [y + 0.5 * x * x]})
+    cal = {"budget": 22, **SEQ_SMALL, "sequential": {**SEQ_SMALL["sequential"], "batch": 8}}
+    one = calibrate(warped_plane_study(), RunScale(["x", "y"], ["a", "b"], study="wp"), tdf,
+                    "sequential", cal, {"backend": "highs"}, SEED)
+    rec, runs = _chain(warped_plane_study(), tdf, cal, 3, tmp_path)
+    timing = ["seconds", "sim_seconds", "op_seconds"]
+    pd.testing.assert_frame_equal(pd.DataFrame(rec).drop(columns=timing),
+                                  one[0].drop(columns=timing))
+    pd.testing.assert_frame_equal(pd.DataFrame(runs), one[1])
+    assert {"round0", "round1"} <= set(one[1]["phase"])
