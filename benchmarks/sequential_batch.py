@@ -149,16 +149,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, nargs="+", default=[4, 16, 32])
     ap.add_argument("--total", type=int, default=128)
     ap.add_argument("--quick", action="store_true", help="1 seed x 2 targets")
+    ap.add_argument("--out", default=str(OUT), help="folder of the CSV files")
     args = ap.parse_args(argv)
     args.seeds = args.seeds or (1 if args.quick else 3)
     args.targets = args.targets or (2 if args.quick else 5)
     cfg = load_config(args.config)
-    OUT.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     seeds = [args.seed_offset + k for k in range(args.seeds)]
     df = run(cfg, args.studies, seeds, args.targets, args.batches, args.total,
-             OUT / "sequential_batch_runs.csv")
+             out / "sequential_batch_runs.csv")
     s = summary(df)
-    io.write_csv(s, OUT / "sequential_batch.csv")
+    io.write_csv(s, out / "sequential_batch.csv")
     with pd.option_context("display.width", 160):
         print(s.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

@@ -1,26 +1,43 @@
 """Makespan of ``sequential`` as round jobs on a SLURM cluster: batch 4 against 16.
 
 Issue 41's goal: 128 runs of a simulator of 5 s a run, one target, through the
-workflow with ``--profile tests/profiles/slurm-ci`` on the single-node test cluster of
-../shared/ci/slurm (``SLURM_CPUS=32 start-slurm.sh``: it declares more CPUs than the
-machine has, so the waiting jobs run side by side): the makespan at batch 16 at most a
-third of batch 4's.  Per batch this writes a five-section study (benchmarks/sleepy.py
-as the simulator, ``sequential.jobs: rounds``, one run a simulation job), runs
-Snakemake on the calibration's records, and reads the makespan (Snakemake's wall), the
-rounds, and per round the step job's own seconds (ensemble fit + proposal MILPs, from
-its benchmark file) and the rest of the round's wall (scheduling, job start-up and the
-runs themselves).
+workflow on the single-node test cluster of ../shared/ci/slurm
+(``SLURM_CPUS=32 start-slurm.sh``: it declares more CPUs than the machine has, so the
+waiting jobs run side by side): the makespan at batch 16 at most a third of batch 4's,
+and the per-round overhead measured.  Per batch this writes a five-section study
+(benchmarks/sleepy.py as the simulator, ``sequential.jobs: rounds``, one run a
+simulation job), runs Snakemake on the calibration's records with
+``--profile benchmarks/slurm_profile`` (the CI profile with a shorter first status
+check, smaller run-job memory and the greedy scheduler: see its comments), and reads
+per round, from the files' times and the rules' benchmark files:
 
-    SLURM_CPUS=32 /work/shared/ci/slurm/start-slurm.sh
+- ``step_job_s``: the step job's own seconds (ensemble fit + proposal MILPs + Python
+  start-up, Snakemake's benchmark of the rule);
+- ``step_wall_s``: from the round's last run written to the step's proposals written
+  (the step job's seconds plus Snakemake noticing the runs, submitting, SLURM starting
+  the job and the job's own Snakemake start-up);
+- ``sims_wall_s``: from the proposals written to the round's last run written (the
+  runs' 5 s plus submission, start-up and status checks);
+- ``overhead_s``: the round's wall less the simulator's 5 s.
+
+A run that is stopped (``--timeout``) still reports the rounds it completed, with the
+makespan extrapolated from their mean (labelled ``extrapolated``).
+
+    SLURM_ACCOUNTING=none SLURM_CPUS=32 /work/shared/ci/slurm/start-slurm.sh
     python benchmarks/sequential_slurm.py                     # 128 runs, 5 s, batch 4 16
+    python benchmarks/sequential_slurm.py --batches 16 --out results/benchmarks/slurm16
     python benchmarks/sequential_slurm.py --local --runs 32   # --cores 16, no cluster
+    python benchmarks/sequential_slurm.py --report-only --batches 4 16   # re-read the work dirs
 
-Writes ``results/benchmarks/sequential_slurm.csv`` and prints it.
+Writes ``<out>/sequential_slurm.csv`` (one row a batch) and
+``<out>/sequential_slurm_rounds.csv`` (one row a round) and prints both.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +48,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "benchmarks"
+PROFILE = ROOT / "benchmarks" / "slurm_profile"
+TARGET = "results/sleepy/calibration/sequential.csv"
+SEQ = "results/sleepy/calibration/rounds/sequential"
+BENCH = "results/benchmarks/rules/sleepy/calibration"
 
 
 def study(batch: int, runs: int, sleep: float) -> dict:
@@ -46,32 +67,92 @@ def study(batch: int, runs: int, sleep: float) -> dict:
                         "sequential": {"batch": batch, "jobs": "rounds", "chunk_size": 1}}}}}
 
 
-def run(batch: int, runs: int, sleep: float, local: bool, work: Path) -> dict:
+def _bench_s(path: Path) -> float:
+    return float(pd.read_csv(path, sep="\t")["s"].iloc[0])
+
+
+def rounds_table(wd: Path, batch: int, sleep: float) -> pd.DataFrame:
+    """One row a completed round (step k's proposals simulated and step k+1 written);
+    step 0 (the start runs) is round 0."""
+    seq, bench = wd / SEQ, wd / BENCH
+    rows = []
+    k = 0
+    while (seq / f"props_{k + 1}.pkl").exists():
+        t_props = (seq / f"props_{k}.pkl").stat().st_mtime
+        sims = sorted(seq.glob(f"sim_{k}_*.pkl"))
+        t_sims = max(p.stat().st_mtime for p in sims)
+        t_next = (seq / f"props_{k + 1}.pkl").stat().st_mtime
+        sim_s = [_bench_s(p) for p in bench.glob(f"cal_seq_sim_{k}_*.tsv")]
+        rows.append({
+            "batch": batch, "round": k, "runs": len(sims),
+            "sim_job_s_max": round(max(sim_s), 2) if sim_s else float("nan"),
+            "sims_wall_s": round(t_sims - t_props, 1),
+            "step_job_s": round(_bench_s(bench / f"cal_seq_step_{k + 1}.tsv"), 2),
+            "step_wall_s": round(t_next - t_sims, 1),
+            "round_wall_s": round(t_next - t_props, 1),
+            "overhead_s": round(t_next - t_props - sleep, 1)})
+        k += 1
+    return pd.DataFrame(rows)
+
+
+def planned_rounds(wd: Path) -> int:
+    """The rounds the static chain holds: steps Snakemake's log lists (1 + rounds)."""
+    logs = sorted((wd / ".snakemake" / "log").glob("*.snakemake.log"))
+    for line in logs[-1].read_text().splitlines() if logs else []:
+        if line.startswith("cal_seq_step"):
+            return int(line.split()[1])
+    return 0
+
+
+def run(batch: int, runs: int, sleep: float, local: bool, work: Path, profile: Path,
+        timeout: float | None, report_only: bool) -> tuple[dict, pd.DataFrame]:
     wd = work / f"batch{batch}"
-    wd.mkdir(parents=True, exist_ok=True)
-    cfg = wd / "config.yaml"
-    cfg.write_text(yaml.safe_dump(study(batch, runs, sleep)))
-    target = "results/sleepy/calibration/sequential.csv"
-    where = (["--cores", "16"] if local else
-             ["--profile", str(ROOT / "tests" / "profiles" / "slurm-ci"),
-              "--slurm-status-command", "squeue"])
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(wd),
-           "--configfile", str(cfg), *where, target]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"snakemake failed:\n{proc.stderr[-4000:]}")
-    bench = wd / "results" / "benchmarks" / "rules" / "sleepy" / "calibration"
-    steps = sorted(bench.glob("cal_seq_step_*.tsv"))
-    step_s = [float(pd.read_csv(p, sep="\t")["s"].iloc[0]) for p in steps]
-    rounds = len(steps) - 1
-    rec = pd.read_csv(wd / target)
-    return {"batch": batch, "runs": runs, "sleep_s": sleep, "where": "local" if local else
-            "slurm", "makespan_s": round(wall, 1), "rounds": rounds,
-            "step_job_s_mean": round(sum(step_s[1:]) / max(1, rounds), 2),
-            "round_wall_s_mean": round(wall / max(1, rounds + 1), 1),
-            "error": float(rec["error"].iloc[0])}
+    wall, finished = float("nan"), False
+    if not report_only:
+        wd.mkdir(parents=True, exist_ok=True)
+        cfg = wd / "config.yaml"
+        cfg.write_text(yaml.safe_dump(study(batch, runs, sleep)))
+        where = ["--cores", "16"] if local else ["--profile", str(profile)]
+        cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d",
+               str(wd), "--configfile", str(cfg), *where, TARGET]
+        t0 = time.perf_counter()
+        with open(wd / "snakemake.out", "w") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                rc = proc.wait(timeout=timeout)
+                finished = rc == 0
+                if rc != 0:
+                    raise SystemExit(f"snakemake failed (rc {rc}), see {wd / 'snakemake.out'}")
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGINT)  # Snakemake stops (and scancels) on INT
+                proc.wait(timeout=120)
+        wall = time.perf_counter() - t0
+        (wd / "wall.txt").write_text(f"{wall:.1f} {int(finished)}\n")
+    elif (wd / "wall.txt").exists():
+        w, f = (wd / "wall.txt").read_text().split()
+        wall, finished = float(w), f == "1"
+    rt = rounds_table(wd, batch, sleep)
+    planned = planned_rounds(wd) - 1
+    mean_round = float(rt["round_wall_s"].mean()) if len(rt) else float("nan")
+    row = {"batch": batch, "runs": runs, "sleep_s": sleep,
+           "where": "local" if local else "slurm",
+           "finished": finished, "rounds_planned": planned, "rounds_done": len(rt),
+           "makespan_s": round(wall, 1) if finished else float("nan"),
+           "round_wall_s_mean": round(mean_round, 1),
+           "step_job_s_mean": round(float(rt["step_job_s"].mean()), 2) if len(rt) else None,
+           "step_wall_s_mean": round(float(rt["step_wall_s"].mean()), 1) if len(rt) else None,
+           "sims_wall_s_mean": round(float(rt["sims_wall_s"].mean()), 1) if len(rt) else None,
+           "overhead_s_mean": round(float(rt["overhead_s"].mean()), 1) if len(rt) else None}
+    if not finished and len(rt):
+        # labelled: the rounds not run at their measured mean, plus what ran before round 0
+        seq = wd / SEQ
+        t0 = (wd / "results" / "sleepy" / "targets.csv").stat().st_mtime
+        head = (seq / "props_0.pkl").stat().st_mtime - t0
+        row["makespan_s_extrapolated"] = round(head + mean_round * (planned + 1) + mean_round, 1)
+    if finished:
+        row["error"] = float(pd.read_csv(wd / TARGET)["error"].iloc[0])
+    return row, rt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,15 +161,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=128)
     ap.add_argument("--sleep", type=float, default=5.0)
     ap.add_argument("--local", action="store_true", help="--cores 16 instead of SLURM")
+    ap.add_argument("--profile", default=str(PROFILE))
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="stop a batch's run after this many seconds (rounds done reported)")
+    ap.add_argument("--report-only", action="store_true", help="re-read the work dirs")
     ap.add_argument("--work", default=str(ROOT / "results" / "benchmarks" / "slurm_work"))
+    ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
-    rows = [run(b, args.runs, args.sleep, args.local, Path(args.work)) for b in args.batches]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, rts = [], []
+    for b in args.batches:
+        row, rt = run(b, args.runs, args.sleep, args.local, Path(args.work), Path(args.profile),
+                      args.timeout, args.report_only)
+        rows.append(row)
+        rts.append(rt)
     df = pd.DataFrame(rows)
-    base = df["makespan_s"].iloc[0]
-    df["makespan_vs_first"] = (df["makespan_s"] / base).round(3)
-    OUT.mkdir(parents=True, exist_ok=True)
-    df.to_csv(OUT / "sequential_slurm.csv", index=False)
-    print(df.to_string(index=False))
+    span = df["makespan_s"].fillna(df.get("makespan_s_extrapolated", df["makespan_s"]))
+    df["makespan_vs_first"] = (span / span.iloc[0]).round(3)
+    df.to_csv(out / "sequential_slurm.csv", index=False)
+    pd.concat(rts).to_csv(out / "sequential_slurm_rounds.csv", index=False)
+    with pd.option_context("display.width", 200):
+        print(df.to_string(index=False))
+        print(pd.concat(rts).to_string(index=False))
     return 0
 
 
