@@ -93,9 +93,11 @@ def build(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, 
 
 
 def error_scale(space: Space, mm: Any, cfg: Mapping[str, Any], seed: int,
-                dataset: pd.DataFrame | None, *keys: Any) -> tuple[float, pd.DataFrame | None]:
+                dataset: pd.DataFrame | None, *keys: Any, model: ErrorModel | None = None
+                ) -> tuple[float, pd.DataFrame | None]:
     """kappa: ``error_scale`` when a number; when ``calibrate``, from the metamodel's
-    held-out rows of ``dataset`` (:mod:`.scale`); 1 with a warning without a dataset."""
+    held-out rows of ``dataset`` (:mod:`.scale`); 1 with a warning without a dataset.
+    ``model``: the error model the posterior will use (default ``mm``'s own)."""
     if cfg["error_scale"] != "calibrate":
         return float(cfg["error_scale"]), None
     if dataset is None:
@@ -105,7 +107,8 @@ def error_scale(space: Space, mm: Any, cfg: Mapping[str, Any], seed: int,
     from simcalib.metamodel.posterior.scale import calibrate_kappa
     from simcalib.metamodel.training import heldout_rows
 
-    return calibrate_kappa(space, mm, heldout_rows(dataset, mm, seed), cfg, seed, *keys)
+    return calibrate_kappa(space, model if model is not None else mm,
+                           heldout_rows(dataset, mm, seed), cfg, seed, *keys)
 
 
 def run(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, Any],
