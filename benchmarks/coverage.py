@@ -559,6 +559,10 @@ def one_seed(a: argparse.Namespace, cfg: dict[str, Any], name: str, seed: int,
     stochastic = name in ("epidemic", CURVE)
     own = "epidemic" if name == CURVE else name
     pcfg = (cfg["studies"][own]["calibration"] or {}).get("posterior") or {}
+    suffix = ""
+    if a.error_scale is not None:   # kappa fixed: what an error model gives uncalibrated
+        pcfg = {**pcfg, "error_scale": a.error_scale}
+        suffix = f"-kappa{a.error_scale:g}"
     prep = prepare(cfg, name, seed, a.n, a.targets)
     names = prep["study"].space.tunable_names
     # a curve study: one posterior per error model (docs/strategies.md, "Posterior on
@@ -571,7 +575,8 @@ def one_seed(a: argparse.Namespace, cfg: dict[str, Any], name: str, seed: int,
                 prep, pcfg, cfg, seed, a.sequential, a.seq_budget, modes):
             cov_rows += [{**q, "cpu_s": cpu, "target_id": ans["target_id"]}
                          for q in coverage_rows(
-                name, "sequential" + (f"-{mode}" if mode else ""), seed, [u], ut[None, :],
+                name, "sequential" + (f"-{mode}" if mode else "") + suffix, seed, [u],
+                ut[None, :],
                 names, np.array([rank]), np.array([conv]))]
             seq_rows.append(ans)
             io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
@@ -589,8 +594,8 @@ def one_seed(a: argparse.Namespace, cfg: dict[str, Any], name: str, seed: int,
                      "converged, kappa %g", name, seed, mode, len(U), cpu,
                      int(draws.converged.sum()), kappa)
             cov_rows += [{**q, "cpu_s": cpu, "kappa": kappa} for q in coverage_rows(
-                name, "simcalib" + (f"-{mode}" if mode else ""), seed, U, ut, names, rank,
-                draws.converged)]
+                name, "simcalib" + (f"-{mode}" if mode else "") + suffix, seed, U, ut, names,
+                rank, draws.converged)]
             io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
     raw = None
     if have_sbi:
@@ -642,6 +647,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--curve-errors", nargs="+", default=list(CURVE_ERRORS),
                     choices=list(CURVE_ERRORS),
                     help=f"on the curve study ({CURVE}): the posteriors' error models")
+    ap.add_argument("--error-scale", type=float, default=None,
+                    help="kappa fixed at this value instead of the study's setting (the "
+                         "methods are named with a -kappa<value> suffix)")
     ap.add_argument("--tag", default="", help="suffix of the output CSVs (parallel parts)")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--from-tags", nargs="*", default=[],
