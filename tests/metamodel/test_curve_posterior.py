@@ -238,3 +238,22 @@ def test_sequential_posterior_on_a_curve_centres_on_the_truth():
         assert np.all(np.abs(m - mu) < 1.0 * s), (t, m, mu, s)
         assert np.all(np.abs(m - TRUTH) < 2.0 * s), (t, m, s)
     assert res.meta["unidentified"] == []
+
+
+def test_likelihood_in_chunks_equals_one_piece(monkeypatch):
+    """Many lanes of a 10-point curve: the chunked likelihood (memory bound) is the
+    same numbers as one piece."""
+    from simcalib.metamodel.posterior import density
+    from simcalib.metamodel.posterior.build import build
+
+    st = lin_study()
+    mm = exact_metamodel(resid_sd=0.05)
+    specs = target_specs(targets_table(observed_curve()), st.space, OUTS, "auto")
+    post = build(st.space, mm, specs, settings(FAST))
+    r = np.random.default_rng(3)
+    t = r.integers(0, 3, 5000)
+    X = post.to_x(r.random((5000, 2)), t)
+    whole = post.loglik(X, t)
+    monkeypatch.setattr(density, "LANE_FLOATS", 7 * 100)   # chunks of 7 lanes
+    np.testing.assert_allclose(post.loglik(X, t), whole, rtol=1e-12, atol=1e-9)
+    assert np.isfinite(whole).all()
