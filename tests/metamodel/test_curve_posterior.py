@@ -14,7 +14,7 @@ from simcalib.metamodel import curves
 from simcalib.metamodel.basis import fit_basis
 from simcalib.metamodel.model import Metamodel, build_net
 from simcalib.metamodel.posterior import run, sequential_posterior, settings, target_specs
-from simcalib.metamodel.posterior.curves import CurveError, ConstantCov, layout
+from simcalib.metamodel.posterior.curves import ConstantCov, CurveError, layout
 from simcalib.metamodel.posterior.noise import error_model
 from simcalib.metamodel.posterior.summary import summarize, unidentified_inputs
 from simcalib.study import Study
