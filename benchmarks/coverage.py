@@ -32,6 +32,16 @@ density among the draws: simulation-based calibration's HPD coverage; ``input`` 
   the design posterior and NPE (the design then only gives the metamodel whose output
   scale Delta uses today: keep ``--n`` small).
 
+* **the curve case** (``--studies epidemic_curve``, issue 42): the stochastic
+  ``epidemic`` calibrated to its daily case curve only (every 4th day to day 120, 30
+  points, population 100,000), each target one observed curve at held-out true
+  inputs.  The design posterior and (``--sequential K``) ``sequential``'s posterior
+  run once per error model of ``--curve-errors`` (``basis``: correlated errors
+  through the basis weights plus per-point truncation error; ``independent``: the
+  same variances per point, no correlation), the method named ``simcalib-basis``,
+  ``sequential-independent``...  ``width_mean`` is the mean interval width (unit
+  scale) beside the median ``width``.
+
 Strategies at r = ``--runs`` (``--strategies``): ``adaptive``, ``posterior``
 (r posterior draws simulated, best kept), ``pts``, and NPE + r (r NPE draws
 simulated, best kept), each scored by Delta with the metamodel's output scale (the
@@ -41,6 +51,8 @@ stochastic epidemic: mean Delta of ``--rescore`` fresh replicates at the chosen 
     python benchmarks/coverage.py                 # n 1,024, 60 targets, 3 studies
     python benchmarks/coverage.py --report-only   # tables and figure from the CSVs
     python benchmarks/coverage.py --only-sequential --sequential 100 --seq-budget 64 --n 64
+    python benchmarks/coverage.py --studies epidemic_curve --n 256 --targets 100 --no-npe \
+        --strategies --runs 0 --sequential 10 --seq-budget 64     # the curve case
 
 Writes ``results/benchmarks/coverage.csv`` (study, method, input, nominal, empirical,
 width, targets, ...), ``coverage_strategies.csv`` (per target), ``coverage_table.csv``
@@ -53,6 +65,7 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +82,8 @@ from simcalib import io  # noqa: E402
 from simcalib.config import load_config  # noqa: E402
 from simcalib.metamodel.posterior import build, sample, settings, target_specs  # noqa: E402
 from simcalib.metamodel.posterior.build import error_scale  # noqa: E402
+from simcalib.metamodel.posterior.curves import CURVE_ERRORS  # noqa: E402
+from simcalib.metamodel.posterior.noise import error_model  # noqa: E402
 from simcalib.metamodel.strategies import calibrate, compute_anchors, get  # noqa: E402
 from simcalib.metamodel.strategies.ledger import output_scale, read_targets  # noqa: E402
 from simcalib.metamodel.strategies.runner import rescore  # noqa: E402
@@ -81,14 +96,31 @@ from simcalib.study.simulation import make_targets, simulate_rows  # noqa: E402
 OUT = ROOT / "results" / "benchmarks"
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 STUDIES = ("epidemic_mean", "epidemic", "rosenbrock")
+#: the curve case (issue 42): the stochastic epidemic calibrated to its daily case curve
+CURVE = "epidemic_curve"
+#: its points: every 4th day to day 120 (30 points), population 100,000 (as
+#: benchmarks/series_milp_size.py), the study's own 2 replicates a run
+CURVE_DAYS = list(range(4, 121, 4))
 log = logging.getLogger("coverage")
+
+
+def curve_study(cfg: dict[str, Any]) -> Study:
+    """The stochastic ``epidemic`` study calibrated to its case curve only (no scalar
+    outputs): one observed curve per target, 30 points."""
+    c = dict(build_study(cfg, "epidemic").cfg)
+    c["series"] = {"cases": {"index": "day", "points": CURVE_DAYS}}
+    c["outputs"] = []
+    c["simulator"] = {**c["simulator"], "options": {**c["simulator"]["options"],
+                                                    "population": 100_000,
+                                                    "max_days": CURVE_DAYS[-1] + 4}}
+    return Study(CURVE, c)
 
 
 # ---- one study and seed: design, metamodel, targets ----------------------------------
 
 def prepare(cfg: dict[str, Any], name: str, seed: int, n: int, n_targets: int
             ) -> dict[str, Any]:
-    base = build_study(cfg, name)
+    base = curve_study(cfg) if name == CURVE else build_study(cfg, name)
     study = Study(name, {**base.cfg, "targets": {**base.cfg["targets"], "n": n_targets}})
     levels = max(1, len(study.space.context_levels()))
     t0 = time.process_time()
@@ -126,7 +158,8 @@ def coverage_rows(study_name: str, method: str, seed: int, U: list[np.ndarray],
         for j, nm in enumerate(names):
             rows.append({"study": study_name, "method": method, "seed": seed, "input": nm,
                          "nominal": lev, "empirical": float(inside[:, j].mean()),
-                         "width": float(np.median(width[:, j])), "targets": len(U)})
+                         "width": float(np.median(width[:, j])),
+                         "width_mean": float(np.mean(width[:, j])), "targets": len(U)})
         rows.append({"study": study_name, "method": method, "seed": seed, "input": "joint",
                      "nominal": lev, "empirical": float((rank <= lev).mean()),
                      "width": np.nan, "targets": len(U),
@@ -135,16 +168,22 @@ def coverage_rows(study_name: str, method: str, seed: int, U: list[np.ndarray],
     return rows
 
 
-def simcalib_posterior(prep: dict[str, Any], cfg: dict[str, Any], seed: int
+def simcalib_posterior(prep: dict[str, Any], cfg: dict[str, Any], seed: int,
+                       curve_errors: str | None = None
                        ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, Any, float]:
+    """The design posterior of every target; on a curve study with error model
+    ``curve_errors`` (simcalib.metamodel.posterior.curves), kappa calibrated with it."""
     study, mm = prep["study"], prep["mm"]
     c = settings(cfg)
+    model = error_model(mm, curve_errors)
     t0 = time.process_time()
-    kappa, _ = error_scale(study.space, mm, c, seed, prep["design"], study.name)
+    # the error model stands in for the metamodel: kappa is calibrated on it
+    kappa, _ = error_scale(study.space, mm, c, seed, prep["design"], study.name,
+                           model=model)
     kcpu = time.process_time() - t0
     specs = target_specs(prep["targets"], study.space, list(mm.output_names), c["obs_noise"],
                          kappa=kappa)
-    post = build(study.space, mm, specs, c)
+    post = build(study.space, mm, specs, c, model=model)
     draws = sample(post, c, rng(seed, "coverage-posterior", study.name))
     log.info("%s: kappa %g (%.1f CPU-s to calibrate), posterior %.1f CPU-s", study.name,
              kappa, kcpu, draws.cpu_seconds)
@@ -164,56 +203,61 @@ def simcalib_posterior(prep: dict[str, Any], cfg: dict[str, Any], seed: int
 
 
 def sequential_coverage(prep: dict[str, Any], pcfg: dict[str, Any], cfg: dict[str, Any],
-                        seed: int, k: int, budget: int
-                        ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray,
-                                   float, list[dict[str, Any]]]:
+                        seed: int, k: int, budget: int, modes: list[str | None]
+                        ) -> Iterator[tuple[str | None, np.ndarray, np.ndarray, float, bool,
+                                            float, dict[str, Any]]]:
     """``sequential`` on each of the first ``k`` targets alone (``budget`` runs), then
-    its posterior from those runs: draws on the unit scale, truths, density ranks,
-    convergence, CPU seconds and one row per answer."""
+    its posterior from those runs, once per error model of ``modes`` (a curve study;
+    ``[None]`` otherwise) on the same runs.  Yields per target and mode: the mode, the
+    draws on the unit scale, the truth on it, its density rank, convergence, CPU
+    seconds (the strategy's share included in the first mode's) and the answer's row
+    (so that a long run's finished targets are written as they come)."""
     from simcalib.metamodel.posterior import sequential_posterior
 
     study, mm = prep["study"], prep["mm"]
-    solver = solver_options(cfg, study.name)
+    # the curve study is the epidemic's with a series: its solver set
+    solver = solver_options(cfg, "epidemic" if study.name == CURVE else study.name)
     cal = {**study.cfg["calibration"], "budget": int(budget), "rescore": 0}
     ens = (cal.get("sequential") or {}).get("ensemble") or {}
     names = study.space.tunable_names
-    U, ut, rank, conv, answers = [], [], [], [], []
-    t0 = time.process_time()
     for i in range(min(k, len(prep["targets"]))):
         one = prep["targets"].iloc[[i]].reset_index(drop=True)
+        t0 = time.process_time()
         rec, runs = calibrate(study, mm, one, "sequential", cal, solver, seed)
-        res = sequential_posterior(study, runs, one, rec, pcfg, ens, seed)
-        post, draws = res.draws.post, res.draws
-        X = draws.flat(0)
-        zero = np.zeros(len(X), dtype=int)
-        U.append(post.to_u(X, zero))
-        xt = post.targets[0].x_true
-        u_true = post.to_u(xt[None, :], np.zeros(1, dtype=int))
-        ut.append(u_true[0])
-        full = np.hstack([u_true, np.zeros((1, post.D - post.d))])
-        lp_true = post.logp(full, np.zeros(1, dtype=int))[0]
-        rank.append(float(np.mean(draws.logp[:, :, 0].reshape(-1) > lp_true)))
-        conv.append(bool(draws.converged[0]))
-        a = res.answers.iloc[0]
-        xa = np.array([float(a[f"x_{n}"]) for n in names])
-        ua = post.to_u(xa[None, :], np.zeros(1, dtype=int))[0]
-        xs = np.array([float(rec.iloc[0][f"x_{n}"]) for n in names])
-        us = post.to_u(xs[None, :], np.zeros(1, dtype=int))[0]
-        answers.append({"study": study.name, "seed": seed, "target_id": int(a["target_id"]),
-                        "answer_rule": a["answer_rule"], "kappa": res.meta["kappa"],
-                        "distance": float(np.sqrt(np.mean((ua - u_true[0]) ** 2))),
-                        # the strategy's own answer (its records: the best run, or on a
-                        # stochastic simulator its ensemble's pick)
-                        "distance_strategy": float(np.sqrt(np.mean((us - u_true[0]) ** 2))),
-                        "inside_90": bool(a["inside_90"]),
-                        "inside_joint_90": a["inside_joint_90"],
-                        "why_outside": a["why_outside"], "converged": conv[-1],
-                        "runs": int(len(runs))})
-        log.info("%s seed %d sequential target %d: %d runs, kappa %g, answer %s at distance "
-                 "%.3f, truth rank %.2f", study.name, seed, i, len(runs), res.meta["kappa"],
-                 a["answer_rule"], answers[-1]["distance"], rank[-1])
-    return (U, np.array(ut), np.array(rank), np.array(conv), time.process_time() - t0,
-            answers)
+        for mode in modes:
+            res = sequential_posterior(study, runs, one, rec, pcfg, ens, seed,
+                                       curve_errors=mode)
+            post, draws = res.draws.post, res.draws
+            X = draws.flat(0)
+            zero = np.zeros(len(X), dtype=int)
+            xt = post.targets[0].x_true
+            u_true = post.to_u(xt[None, :], np.zeros(1, dtype=int))
+            full = np.hstack([u_true, np.zeros((1, post.D - post.d))])
+            lp_true = post.logp(full, np.zeros(1, dtype=int))[0]
+            rank = float(np.mean(draws.logp[:, :, 0].reshape(-1) > lp_true))
+            conv = bool(draws.converged[0])
+            a = res.answers.iloc[0]
+            xa = np.array([float(a[f"x_{n}"]) for n in names])
+            ua = post.to_u(xa[None, :], np.zeros(1, dtype=int))[0]
+            xs = np.array([float(rec.iloc[0][f"x_{n}"]) for n in names])
+            us = post.to_u(xs[None, :], np.zeros(1, dtype=int))[0]
+            ans = {"study": study.name, "seed": seed, "target_id": int(a["target_id"]),
+                   "curve_errors": mode or "",
+                   "answer_rule": a["answer_rule"], "kappa": res.meta["kappa"],
+                   "distance": float(np.sqrt(np.mean((ua - u_true[0]) ** 2))),
+                   # the strategy's own answer (its records: the best run, or on a
+                   # stochastic simulator its ensemble's pick)
+                   "distance_strategy": float(np.sqrt(np.mean((us - u_true[0]) ** 2))),
+                   "inside_90": bool(a["inside_90"]),
+                   "inside_joint_90": a["inside_joint_90"],
+                   "why_outside": a["why_outside"], "converged": conv,
+                   "runs": int(len(runs))}
+            log.info("%s seed %d sequential target %d (%s): %d runs, kappa %g, answer %s at "
+                     "distance %.3f, truth rank %.2f", study.name, seed, i, mode, len(runs),
+                     res.meta["kappa"], a["answer_rule"], ans["distance"], rank)
+            yield (mode, post.to_u(X, zero), u_true[0], rank, conv,
+                   time.process_time() - t0, ans)
+            t0 = time.process_time()
 
 
 # ---- sbi NPE --------------------------------------------------------------------------
@@ -413,14 +457,31 @@ def strategies(prep: dict[str, Any], cfg: dict[str, Any], name: str, seed: int, 
 # ---- report ----------------------------------------------------------------------------
 
 def table(cov: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds and inputs: per study, method, level: empirical coverage per
-    input (mean over inputs), worst input, joint, median width."""
-    per = cov[cov["input"] != "joint"].groupby(["study", "method", "nominal"]).agg(
+    """Per study, method, level, pooled over seeds (and over per-target rows, as the
+    sequential posterior writes them), each part weighed by its targets: empirical
+    coverage per input (mean over inputs), worst input, joint, the widths (median per
+    part, and the mean), the targets and the binomial sd of a calibrated coverage at
+    that many targets, sqrt(p (1 - p) / n)."""
+    cov = cov.copy()
+    if "width_mean" not in cov:
+        cov["width_mean"] = np.nan
+    keys = ["study", "method", "nominal", "input"]
+    for c in ("empirical", "width", "width_mean"):
+        cov[f"_{c}"] = cov[c] * cov["targets"]
+    g = cov.groupby(keys)
+    n = g["targets"].sum()
+    pooled = pd.DataFrame({c: g[f"_{c}"].sum(min_count=1) / n
+                           for c in ("empirical", "width", "width_mean")})
+    pooled["targets"] = n
+    pooled = pooled.reset_index()
+    per = pooled[pooled["input"] != "joint"].groupby(["study", "method", "nominal"]).agg(
         empirical_inputs=("empirical", "mean"), worst_input=("empirical", "min"),
-        width=("width", "mean"))
-    joint = cov[cov["input"] == "joint"].groupby(["study", "method", "nominal"]).agg(
+        width=("width", "mean"), width_mean=("width_mean", "mean"))
+    joint = pooled[pooled["input"] == "joint"].groupby(["study", "method", "nominal"]).agg(
         empirical_joint=("empirical", "mean"), targets=("targets", "sum"))
-    return per.join(joint).reset_index()
+    out = per.join(joint).reset_index()
+    out["binom_sd"] = np.sqrt(out["nominal"] * (1 - out["nominal"]) / out["targets"])
+    return out
 
 
 def figure(cov: pd.DataFrame, path: Path) -> None:
@@ -495,30 +556,47 @@ def one_seed(a: argparse.Namespace, cfg: dict[str, Any], name: str, seed: int,
              have_sbi: bool, cov_rows: list[dict[str, Any]],
              strat_rows: list[dict[str, Any]], seq_rows: list[dict[str, Any]]) -> None:
     """One study and seed: the methods asked for, their rows appended and written."""
-    stochastic = name == "epidemic"
-    pcfg = (cfg["studies"][name]["calibration"] or {}).get("posterior") or {}
+    stochastic = name in ("epidemic", CURVE)
+    own = "epidemic" if name == CURVE else name
+    pcfg = (cfg["studies"][own]["calibration"] or {}).get("posterior") or {}
+    suffix = ""
+    if a.error_scale is not None:   # kappa fixed: what an error model gives uncalibrated
+        pcfg = {**pcfg, "error_scale": a.error_scale}
+        suffix = f"-kappa{a.error_scale:g}"
     prep = prepare(cfg, name, seed, a.n, a.targets)
     names = prep["study"].space.tunable_names
+    # a curve study: one posterior per error model (docs/strategies.md, "Posterior on
+    # curves"), the method named after it
+    modes = a.curve_errors if name == CURVE else [None]
     if a.sequential:
-        Us, uts, ranks, convs, cpus, ans = sequential_coverage(
-            prep, pcfg, cfg, seed, a.sequential, a.seq_budget)
-        cov_rows += [{**q, "cpu_s": cpus} for q in coverage_rows(
-            name, "sequential", seed, Us, uts, names, ranks, convs)]
-        seq_rows += ans
-        io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
-        io.write_csv(pd.DataFrame(seq_rows),
-                     OUT / f"coverage_sequential_answers{a.tag}.csv")
+        # one row set per target (targets = 1): the table pools them; written as each
+        # target finishes, so a run cut short keeps what it did
+        for mode, u, ut, rank, conv, cpu, ans in sequential_coverage(
+                prep, pcfg, cfg, seed, a.sequential, a.seq_budget, modes):
+            cov_rows += [{**q, "cpu_s": cpu, "target_id": ans["target_id"]}
+                         for q in coverage_rows(
+                name, "sequential" + (f"-{mode}" if mode else "") + suffix, seed, [u],
+                ut[None, :],
+                names, np.array([rank]), np.array([conv]))]
+            seq_rows.append(ans)
+            io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
+            io.write_csv(pd.DataFrame(seq_rows),
+                         OUT / f"coverage_sequential_answers{a.tag}.csv")
     if a.only_sequential:
         return
     if a.no_coverage:   # strategies only: kappa is all they need
         kappa, _ = error_scale(prep["study"].space, prep["mm"], settings(pcfg), seed,
                                prep["design"], name)
     else:
-        U, ut, rank, draws, cpu, kappa = simcalib_posterior(prep, pcfg, seed)
-        log.info("%s seed %d simcalib posterior: %d targets in %.1f CPU-s, %d "
-                 "converged", name, seed, len(U), cpu, int(draws.converged.sum()))
-        cov_rows += [{**q, "cpu_s": cpu} for q in coverage_rows(
-            name, "simcalib", seed, U, ut, names, rank, draws.converged)]
+        for mode in modes:
+            U, ut, rank, draws, cpu, kappa = simcalib_posterior(prep, pcfg, seed, mode)
+            log.info("%s seed %d simcalib posterior (%s): %d targets in %.1f CPU-s, %d "
+                     "converged, kappa %g", name, seed, mode, len(U), cpu,
+                     int(draws.converged.sum()), kappa)
+            cov_rows += [{**q, "cpu_s": cpu, "kappa": kappa} for q in coverage_rows(
+                name, "simcalib" + (f"-{mode}" if mode else "") + suffix, seed, U, ut, names,
+                rank, draws.converged)]
+            io.write_csv(pd.DataFrame(cov_rows), OUT / f"coverage{a.tag}.csv")
     raw = None
     if have_sbi:
         fit = npe_fit(prep, seed)
@@ -566,6 +644,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="strategies only (kappa is still calibrated)")
     ap.add_argument("--quick", action="store_true",
                     help="minutes: n 512, 50 targets, NPE 1,000 draws, no strategies")
+    ap.add_argument("--curve-errors", nargs="+", default=list(CURVE_ERRORS),
+                    choices=list(CURVE_ERRORS),
+                    help=f"on the curve study ({CURVE}): the posteriors' error models")
+    ap.add_argument("--error-scale", type=float, default=None,
+                    help="kappa fixed at this value instead of the study's setting (the "
+                         "methods are named with a -kappa<value> suffix)")
     ap.add_argument("--tag", default="", help="suffix of the output CSVs (parallel parts)")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--from-tags", nargs="*", default=[],

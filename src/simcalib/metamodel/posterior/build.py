@@ -16,6 +16,7 @@ import pandas as pd
 
 from simcalib.config import check_section, schema_defaults
 from simcalib.errors import ConfigError, DataError
+from simcalib.metamodel.posterior.curves import observed_points
 from simcalib.metamodel.posterior.density import Posterior, TargetSpec
 from simcalib.metamodel.posterior.noise import ErrorModel, error_model
 from simcalib.metamodel.posterior.sampler import Draws, sample
@@ -57,15 +58,21 @@ def target_specs(df: pd.DataFrame, space: Space, output_names: Sequence[str],
     specs = []
     for _, row in df.iterrows():
         z = row[outs].to_numpy(dtype=float)
-        if not np.isfinite(z).all():
+        # a series point the target does not observe (empty in a long file) leaves the
+        # likelihood (weight 0); any other missing output skips the target
+        seen = observed_points(z, outs)
+        z = np.where(seen, z, 0.0)
+        if not np.isfinite(z).all() or not seen.any():
             continue
-        has_sd = [SD_PREFIX + o in df.columns for o in outs]
-        sd = np.array([float(row[SD_PREFIX + o]) if h else 0.0
-                       for o, h in zip(outs, has_sd, strict=True)])
+        sd = np.array([float(row[SD_PREFIX + o]) if SD_PREFIX + o in df.columns else np.nan
+                       for o in outs])
+        has_sd = np.isfinite(sd) & (sd > 0)
+        sd = np.where(seen & has_sd, sd, 0.0)
         w = np.array([float(row[WEIGHT_PREFIX + o]) if WEIGHT_PREFIX + o in df.columns
                       else 1.0 for o in outs])
-        infer = (not all(has_sd)) and (obs_noise == "infer"
-                                       or (obs_noise == "auto" and observed))
+        w = np.where(seen, np.nan_to_num(w, nan=1.0), 0.0)
+        infer = (not has_sd[w > 0].all()) and (obs_noise == "infer"
+                                               or (obs_noise == "auto" and observed))
         specs.append(TargetSpec(
             int(row["target_id"]), {c: float(row[c]) for c in space.context_names}, z,
             sd ** 2, w, bool(infer),
@@ -80,15 +87,17 @@ def build(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, 
           model: ErrorModel | None = None) -> Posterior:
     """The joint log density of ``specs`` under metamodel ``mm`` (or ``model``)."""
     model = model if model is not None else error_model(mm)
-    scale = np.asarray(mm.y_std, dtype=float)
+    scale = np.asarray(getattr(model, "y_std", mm.y_std), dtype=float)
     return Posterior(space, model, specs, np.where(scale > 0, scale, 1.0),
                      float(cfg["noise_scale"]), float(cfg["error_dof"]))
 
 
 def error_scale(space: Space, mm: Any, cfg: Mapping[str, Any], seed: int,
-                dataset: pd.DataFrame | None, *keys: Any) -> tuple[float, pd.DataFrame | None]:
+                dataset: pd.DataFrame | None, *keys: Any, model: ErrorModel | None = None
+                ) -> tuple[float, pd.DataFrame | None]:
     """kappa: ``error_scale`` when a number; when ``calibrate``, from the metamodel's
-    held-out rows of ``dataset`` (:mod:`.scale`); 1 with a warning without a dataset."""
+    held-out rows of ``dataset`` (:mod:`.scale`); 1 with a warning without a dataset.
+    ``model``: the error model the posterior will use (default ``mm``'s own)."""
     if cfg["error_scale"] != "calibrate":
         return float(cfg["error_scale"]), None
     if dataset is None:
@@ -98,7 +107,8 @@ def error_scale(space: Space, mm: Any, cfg: Mapping[str, Any], seed: int,
     from simcalib.metamodel.posterior.scale import calibrate_kappa
     from simcalib.metamodel.training import heldout_rows
 
-    return calibrate_kappa(space, mm, heldout_rows(dataset, mm, seed), cfg, seed, *keys)
+    return calibrate_kappa(space, model if model is not None else mm,
+                           heldout_rows(dataset, mm, seed), cfg, seed, *keys)
 
 
 def run(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, Any],

@@ -56,6 +56,8 @@ def predictive_check(study: Any, draws: Draws, k: int, seed: int
         frames.append(log_df)
         Yok = Y[ok]
         for j, o in enumerate(outs):
+            if spec.weight[j] == 0:   # not observed (a curve's point) or dropped
+                continue
             if len(Yok) < 2:
                 rows.append({"target_id": spec.target_id, "output": o, "observed": spec.z[j],
                              "sim_min": np.nan, "sim_max": np.nan, "rank": np.nan,

@@ -32,6 +32,8 @@ from simcalib.metamodel.posterior.noise import ErrorModel
 from simcalib.study.space import Space
 
 LOG_2PI = float(np.log(2 * np.pi))
+#: lanes x P x P floats per covariance block of one likelihood call (about 32 MB)
+LANE_FLOATS = 4_000_000
 
 
 @dataclass
@@ -162,7 +164,20 @@ class Posterior:
         return lprior, llik
 
     def loglik(self, X: np.ndarray, t: np.ndarray, v: np.ndarray | None = None) -> np.ndarray:
-        """log N(z_t; M(x), Sigma) per lane, dropped outputs (weight 0) excluded."""
+        """log N(z_t; M(x), Sigma) per lane, dropped outputs (weight 0) excluded; in
+        chunks of lanes whose P x P covariances stay under :data:`LANE_FLOATS` floats
+        (a 30-point curve has 11 times a 9-output study's P^2: the sampler's prior
+        draws for a few hundred pseudo-targets took 11 GB in one piece)."""
+        P = self.Z.shape[1]
+        step = max(1, LANE_FLOATS // (P * P))
+        if len(X) <= step:
+            return self._loglik(X, t, v)
+        return np.concatenate([self._loglik(X[i:i + step], t[i:i + step],
+                                            None if v is None else v[i:i + step])
+                               for i in range(0, len(X), step)])
+
+    def _loglik(self, X: np.ndarray, t: np.ndarray, v: np.ndarray | None = None
+                ) -> np.ndarray:
         inp = self.inputs(X, t)
         self.evaluations += len(X)
         M = self.model.mean(inp)

@@ -22,8 +22,8 @@ members' weights (the sampler evaluates it on every lane of every iteration).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -165,3 +165,34 @@ def fit_emulator(rows: pd.DataFrame, inputs: Sequence[str], outputs: Sequence[st
              EnsembleError(halves[1], res, src + " (fold 1)"))
     evidence = bool(rep is not None and (rep > 1e-12 * (1 + Y.var(axis=0))).any())
     return Emulator(model, folds, rows.reset_index(drop=True), fold, res, rep, pts, evidence)
+
+
+def fit_curve_emulator(rows: pd.DataFrame, inputs: Sequence[str], outputs: Sequence[str],
+                       settings: Any, seed: int, study: str,
+                       metamodel_cfg: Mapping[str, Any] | None, mode: str) -> Emulator:
+    """:func:`fit_emulator` on a study with series outputs: each series' basis learned
+    from every usable run (``metamodel.series``: variance threshold, cap), the
+    ensemble and its two folds fitted on the scalars and basis weights, and every
+    model wrapped in a :class:`~.curves.CurveError` (the weights' spread and
+    cross-fitted residuals mapped to the points, plus the basis's held-out truncation
+    error per point; ``mode``: :data:`~.curves.CURVE_ERRORS`).  The folds' weights come
+    from the basis of all the runs (a basis is a few principal directions of the
+    curves, not a fit of the inputs: the held-out check still holds the inputs out)."""
+    from simcalib.metamodel.curves import fit_bases, reduced_frame
+    from simcalib.metamodel.posterior.curves import CurveError, layout
+
+    inputs, outputs = list(inputs), list(outputs)
+    rows = rows.reset_index(drop=True)
+    Y = rows[outputs].to_numpy(dtype=float)
+    X = rows[inputs].to_numpy(dtype=float)
+    bases = fit_bases(Y, outputs, np.arange(len(Y)), metamodel_cfg or {})
+    red, names = reduced_frame(X, Y, inputs, outputs, bases)
+    both = pd.concat([rows, red[names]], axis=1)
+    emu = fit_emulator(both, inputs, names, settings, seed, study)
+    lay = layout(outputs, bases)
+
+    def wrap(m: EnsembleError) -> CurveError:
+        return CurveError(m, lay, mode, m.source)
+
+    return replace(emu, model=wrap(emu.model),  # type: ignore[arg-type]
+                   folds=(wrap(emu.folds[0]), wrap(emu.folds[1])))

@@ -89,12 +89,24 @@ class ResidualError:
         return self._cov
 
 
-def error_model(mm: Any) -> ErrorModel:
+def error_model(mm: Any, curve_errors: str | None = None) -> ErrorModel:
     """The error model of ``mm``: its own when it has one (an ensemble: ``mean`` and
-    ``cov``), else :class:`ResidualError` from its held-out residuals."""
+    ``cov``), else :class:`ResidualError` from its held-out residuals; on a metamodel
+    of curves (series bases in its info) those residuals projected on the bases plus
+    the bases' truncation error (:mod:`.curves`; ``curve_errors``: its error model,
+    default the first of :data:`~.curves.CURVE_ERRORS`)."""
     if hasattr(mm, "cov") and hasattr(mm, "mean") and hasattr(mm, "output_names"):
         return mm  # type: ignore[no-any-return]
-    return ResidualError.from_metamodel(mm)
+    res = ResidualError.from_metamodel(mm)
+    from simcalib.metamodel.curves import bases_of
+
+    bases = bases_of(mm)
+    if not bases:
+        return res
+    from simcalib.metamodel.posterior.curves import CURVE_ERRORS, design_curve_error
+
+    return design_curve_error(mm, res._cov, res.source, bases,
+                              curve_errors or CURVE_ERRORS[0])
 
 
 def _psd(cov: np.ndarray, floor: float = 1e-12) -> np.ndarray:

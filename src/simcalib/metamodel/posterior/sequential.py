@@ -40,9 +40,11 @@ import numpy as np
 import pandas as pd
 
 from simcalib.errors import DataError
+from simcalib.metamodel.curves import has_series
 from simcalib.metamodel.posterior import agreement
 from simcalib.metamodel.posterior.build import run, settings, target_specs
-from simcalib.metamodel.posterior.emulator import Emulator, fit_emulator
+from simcalib.metamodel.posterior.curves import CURVE_ERRORS, curve_terms
+from simcalib.metamodel.posterior.emulator import Emulator, fit_curve_emulator, fit_emulator
 from simcalib.metamodel.posterior.sampler import Draws
 from simcalib.metamodel.posterior.summary import summarize, unidentified_inputs
 
@@ -227,14 +229,18 @@ def sequential_posterior(study: Any, runs: pd.DataFrame, targets: pd.DataFrame,
                          cfg: Mapping[str, Any] | None = None,
                          ensemble: Mapping[str, Any] | None = None, seed: int = 0,
                          stochastic: bool | None = None,
-                         out_dir: str | Path | None = None) -> SequentialPosterior:
+                         out_dir: str | Path | None = None,
+                         curve_errors: str | None = None) -> SequentialPosterior:
     """Every target's posterior over its tunable inputs from ``sequential``'s ``runs``
     (its runs CSV: target_id, status, tunables, outputs), conditioned on ``targets``
     (outputs, contexts, ``sd_``/``weight_`` columns, true inputs for simulated
     targets); ``records`` (the strategy's records) give the deterministic answer.
     ``cfg``: ``calibration.posterior``; ``ensemble``:
     ``calibration.sequential.ensemble``; ``stochastic``: None = as the study's config
-    or the runs say.  With ``out_dir`` the files of :func:`write` are written."""
+    or the runs say.  With ``out_dir`` the files of :func:`write` are written.  On a
+    study with series outputs the ensemble is fitted on each series' basis weights and
+    the likelihood covers every observed point (:mod:`.curves`; ``curve_errors``: its
+    error model, default the first of :data:`~.curves.CURVE_ERRORS`)."""
     from simcalib.metamodel.ensemble import EnsembleSettings
     from simcalib.study.noise import known_stochastic
 
@@ -244,7 +250,11 @@ def sequential_posterior(study: Any, runs: pd.DataFrame, targets: pd.DataFrame,
     outputs = list(study.outputs)
     rows = _runs_at_contexts(runs, targets, space, outputs)
     es = EnsembleSettings.from_config(ensemble, "calibration.sequential.ensemble")
-    emu = fit_emulator(rows, space.input_names, outputs, es, seed, study.name)
+    if has_series(outputs):
+        emu = fit_curve_emulator(rows, space.input_names, outputs, es, seed, study.name,
+                                 study.cfg.get("metamodel"), curve_errors or CURVE_ERRORS[0])
+    else:
+        emu = fit_emulator(rows, space.input_names, outputs, es, seed, study.name)
     declared = stochastic if stochastic is not None else known_stochastic(study.cfg)
     noisy, how = _stochastic(declared, emu)
     kappa, ktable, kcheck = _kappa(space, emu, c, seed, study.name)
@@ -267,19 +277,25 @@ def _meta(study: str, draws: Draws, table: pd.DataFrame, answers: pd.DataFrame,
           kcheck: dict[str, Any] | None, noisy: bool, how: str, es: Any, n_runs: int,
           cpu: float) -> dict[str, Any]:
     outs = emu.model.output_names
+    lay = getattr(emu.model, "layout", None)
+    # the residual and replicate terms live where the ensemble was fitted: on a curve
+    # study the scalars and basis weights
+    red = list(lay.reduced) if lay is not None else outs
     X = emu.rows[emu.model.input_names].to_numpy(dtype=float)
     spread = np.sqrt(np.diagonal(emu.model.spread_cov(X), axis1=1, axis2=2))
     outside = answers[~answers["inside_90"].astype(bool)
                       | (answers["inside_joint_90"] == False)]  # noqa: E712
     terms = {"spread_sd_median_at_runs": dict(zip(outs, np.median(spread, axis=0).tolist(),
                                                   strict=True)),
-             "residual_sd": dict(zip(outs, np.sqrt(np.diag(emu.residual_cov)).tolist(),
+             "residual_sd": dict(zip(red, np.sqrt(np.diag(emu.residual_cov)).tolist(),
                                      strict=True)),
-             "replicate_noise_sd": (dict(zip(outs, np.sqrt(emu.replicate_var).tolist(),
+             "replicate_noise_sd": (dict(zip(red, np.sqrt(emu.replicate_var).tolist(),
                                              strict=True))
                                     if emu.replicate_var is not None else None),
              "observation_sd": bool(np.any([s.obs_var.any() for s in draws.post.targets])),
              "inferred_scale_targets": int(sum(s.infer_scale for s in draws.post.targets))}
+    if lay is not None:
+        terms["curves"] = curve_terms(emu.model)
     conv = draws.converged
     trust = []
     if not conv.all():
