@@ -159,20 +159,17 @@ def pinned(study: Study, rec: pd.Series, runs: pd.DataFrame, tdf: pd.DataFrame, 
         from simcalib.metamodel.posterior import sequential_posterior
 
         post = sequential_posterior(study, runs, tdf, records=rec.to_frame().T, seed=seed)
-        tab = post.summary if hasattr(post, "summary") else post
-        out = {}
-        for n in study.space.tunable_names:
-            row = tab[tab["input"] == n] if "input" in tab else tab.loc[[n]]
-            col = next(c for c in row.columns if "pinned" in c)
-            out[f"pinned_{n}"] = bool(row[col].iloc[0])
-        return out
+        tab = post.summary
+        # the posterior's "pinned down" column is ``identified`` (posterior/summary.py)
+        return {f"pinned_{n}": bool(tab.loc[tab["input"] == n, "identified"].iloc[0])
+                for n in study.space.tunable_names}
     except Exception as exc:  # noqa: BLE001 - reported in the table, never hidden
         return {"posterior_error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def run_seed(seed: int, n_targets: int, totals: list[int], methods: list[str],
              k_rescore: int, posterior: bool, rows: list[dict[str, Any]], flush: Any,
-             log: logging.Logger) -> None:
+             log: logging.Logger, only: int | None = None) -> None:
     cs, ss = curve_study(4 * n_targets + 8), summary_study()
     c_scale = scale_of(cs, seed, cs.outputs, True)
     s_scale = scale_of(ss, seed, ss.outputs, False)
@@ -182,13 +179,16 @@ def run_seed(seed: int, n_targets: int, totals: list[int], methods: list[str],
     names = cs.space.tunable_names
     span = np.array([PARAMETERS[n]["upper"] - PARAMETERS[n]["lower"] for n in names])
     for i, t in enumerate(targets):
+        if only is not None and i != only:
+            continue
         floor = rescore(cs, cmm, t, t.x_true, k_rescore, seed, c_scale)
         sdf = pd.DataFrame(summaries(tdf.loc[[i], cs.outputs].to_numpy(float)),
                            columns=SUMMARIES)
         sdf.insert(0, "target_id", t.target_id)
 
         def add(method: str, N: int, x: np.ndarray, own: float, cpu: float,
-                extra: dict[str, Any] | None = None) -> None:
+                extra: dict[str, Any] | None = None, t: Any = t, floor: float = floor
+                ) -> None:
             d = np.abs(x - t.x_true) / span
             sc = rescore(cs, cmm, t, x, k_rescore, seed, c_scale)
             rows.append({"seed": seed, "target_id": t.target_id, "method": method, "N": N,
@@ -258,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--posterior", action="store_true",
                     help="the sequential posterior's pinned-down column (~1 CPU-min a cell)")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--target-index", type=int, default=None,
+                    help="run only the i-th target of each seed (processes side by side: "
+                    "each writes its own runs file; then --merge)")
+    ap.add_argument("--merge", action="store_true",
+                    help="only summarise the runs files already written")
     a = ap.parse_args(argv)
     if a.quick:
         a.seeds, a.targets, a.totals = [0], 3, [64, 128]
@@ -266,16 +271,24 @@ def main(argv: list[str] | None = None) -> int:
     log = logging.getLogger("curve_peers")
     a.out.mkdir(parents=True, exist_ok=True)
     tag = "_quick" if a.quick else ""
+    part = "" if a.target_index is None else f"_t{a.target_index}"
     rows: list[dict[str, Any]] = []
 
     def flush() -> None:
-        io.write_csv(pd.DataFrame(rows), a.out / f"curve_peers_runs{tag}.csv")
+        io.write_csv(pd.DataFrame(rows), a.out / f"curve_peers_runs{tag}{part}.csv")
 
     t0 = time.perf_counter()
-    for seed in a.seeds:
-        run_seed(seed, a.targets, sorted(a.totals), a.methods, a.rescore, a.posterior, rows,
-                 flush, log)
-    df = pd.DataFrame(rows)
+    if a.merge:
+        files = sorted(a.out.glob(f"curve_peers_runs{tag}_t*.csv"))
+        df = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+        io.write_csv(df, a.out / f"curve_peers_runs{tag}.csv")
+    else:
+        for seed in a.seeds:
+            run_seed(seed, a.targets, sorted(a.totals), a.methods, a.rescore, a.posterior,
+                     rows, flush, log, a.target_index)
+        df = pd.DataFrame(rows)
+        if part:
+            return 0
     s = summary(df)
     io.write_csv(s, a.out / f"curve_peers{tag}.csv")
     meta = {"days": DAYS, "options": OPTIONS, "seeds": a.seeds, "targets": a.targets,

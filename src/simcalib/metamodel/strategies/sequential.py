@@ -42,6 +42,17 @@ trained on every run averages the noise of all runs near a point; restricting it
 points that were run and did well keeps its error far from the runs out of the choice.
 No run is spent on it, and the runs themselves do not change.
 
+**Curves** (a study with ``series``, issue 42).  The ensemble is trained on each
+series' basis weights, the basis refitted on every round's runs (components by
+explained variance, ``metamodel.series``), the decode folded into each member's last
+layer (:mod:`simcalib.metamodel.ensemble`), so the proposal MILPs still minimise the
+exact misfit over every observed point.  Delta divides a series' points by one scale
+(:mod:`.scale`) and weighs each point 1/m (the curve counts as one output).  The
+record's history ends with each series' basis: its components, its held-out
+reconstruction error relative to the series' scale, the curve's out-of-bag R^2 and,
+where runs were repeated at one point, the curve's noise ceiling
+(:func:`basis_note`; the same as columns in ``out['series']``, :func:`basis_columns`).
+
 With ``use_design`` the study's simulated design runs replace the Sobol start: they
 enter the ledgers (phase ``design``, split among the targets at their context, failed
 runs included so the classifier learns from them) and count against the budget, so
