@@ -38,7 +38,7 @@ import torch
 
 from simcalib.config import schema_defaults
 from simcalib.errors import DataError
-from simcalib.metamodel.basis import SeriesBasis, fit_basis
+from simcalib.metamodel.basis import DEFAULT_MIN_RUNS, SeriesBasis, fit_basis
 from simcalib.metamodel.model import DTYPE, Metamodel
 from simcalib.study.series import parse_column
 
@@ -66,11 +66,14 @@ def has_series(outputs: Sequence[str]) -> bool:
 
 
 def fit_bases(Y: np.ndarray, outputs: Sequence[str], rows: np.ndarray,
-              cfg: Mapping[str, Any], noise: Mapping[str, Any] | None = None
+              cfg: Mapping[str, Any], noise: Mapping[str, Any] | None = None,
+              min_runs: int = DEFAULT_MIN_RUNS, where: str | None = None
               ) -> dict[str, SeriesBasis]:
     """Each series' basis on ``rows`` (the training split); with a noise probe's pair
     differences, cut before the first component that is more noise than signal
-    (:func:`noise_cut`)."""
+    (:func:`noise_cut`).  ``min_runs``/``where``: :func:`fit_basis`'s least number of
+    runs, and what the rows are in an error message (default: the metamodel's
+    training split)."""
     _, groups = series_groups(outputs)
     # the section has no top-level default (a scalar study's metamodel config stays as
     # it was), so its keys' defaults are filled here, from the schema
@@ -82,17 +85,18 @@ def fit_bases(Y: np.ndarray, outputs: Sequence[str], rows: np.ndarray,
         y = Y[np.ix_(rows, idx)]
         try:
             b = fit_basis(y, points, name, variance=float(opts["variance"]),
-                          max_components=opts["max_components"])
+                          max_components=opts["max_components"], min_runs=min_runs)
         except DataError as exc:
-            raise DataError(exc.source, f"{exc.message} (the basis is fitted on the "
-                            f"metamodel's training split: {len(rows)} of the dataset's "
-                            f"{len(Y)} usable runs)") from None
+            rows_are = where or (f"the metamodel's training split: {len(rows)} of the "
+                                 f"dataset's {len(Y)} usable runs")
+            raise DataError(exc.source, f"{exc.message} (the basis is fitted on "
+                            f"{rows_are})") from None
         diff = ((noise or {}).get("series_diff") or {}).get(name)
         floor = opts["min_weight_ceiling"]
         k = noise_cut(b, y, diff, floor) if diff is not None and floor else b.k
         if k < b.k:
             kept = fit_basis(y, points, name, variance=float(opts["variance"]),
-                             max_components=k)
+                             max_components=k, min_runs=min_runs)
             kept.error["noise_cut_from"] = b.k
             b = kept
         out[name] = b
@@ -144,30 +148,77 @@ def reduced_frame(X: np.ndarray, Y: np.ndarray, inputs: Sequence[str],
     return df, names
 
 
-def fold(inner: Metamodel, outputs: Sequence[str], bases: Mapping[str, SeriesBasis],
-         info: Mapping[str, Any]) -> Metamodel:
-    """The metamodel over ``outputs`` whose last layer decodes the inner network's
-    weights (module docstring)."""
-    import copy
-
-    net = copy.deepcopy(inner.net)
-    last = net[len(net) - 1]
-    W, b = last.weight.detach().numpy(), last.bias.detach().numpy()
-    pos = {n: i for i, n in enumerate(inner.output_names)}
+def fold_layer(W: np.ndarray, b: np.ndarray, inner_names: Sequence[str],
+               inner_mean: np.ndarray, inner_std: np.ndarray, outputs: Sequence[str],
+               bases: Mapping[str, SeriesBasis]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The folded last layer (module docstring): the inner layer ``(W, b)`` predicts
+    the standardised inner outputs ``inner_names`` (scalars, then ``<series>#i``
+    weights; raw = ``inner_mean + inner_std * y``).  Returns ``(W', b', y_mean, y_std)``
+    over ``outputs``: a scalar keeps its row and scalers, a series' points get
+    ``V diag(d) W`` and ``V (d b + m)`` with the basis mean and scale as scalers."""
+    W, b = np.asarray(W, dtype=float), np.asarray(b, dtype=float)
+    inner_mean, inner_std = np.asarray(inner_mean, float), np.asarray(inner_std, float)
+    pos = {n: i for i, n in enumerate(inner_names)}
     scalars, groups = series_groups(outputs)
     T = len(outputs)
     Wn, bn = np.zeros((T, W.shape[1])), np.zeros(T)
     y_mean, y_std = np.zeros(T), np.ones(T)
     for j in scalars:
         i = pos[outputs[j]]
-        Wn[j], bn[j], y_mean[j], y_std[j] = W[i], b[i], inner.y_mean[i], inner.y_std[i]
+        Wn[j], bn[j], y_mean[j], y_std[j] = W[i], b[i], inner_mean[i], inner_std[i]
     for name, idx in groups.items():
         ws = [pos[f"{name}{WEIGHT_SEP}{i}"] for i in range(bases[name].k)]
-        V, d, m = bases[name].components, inner.y_std[ws], inner.y_mean[ws]
+        V, d, m = bases[name].components, inner_std[ws], inner_mean[ws]
         Wn[idx] = V @ (d[:, None] * W[ws])
         bn[idx] = V @ (d * b[ws] + m)
         y_mean[idx], y_std[idx] = bases[name].mean, bases[name].scale
-    new_last = torch.nn.Linear(W.shape[1], T).to(DTYPE)
+    return Wn, bn, y_mean, y_std
+
+
+def unfold_layer(Wn: np.ndarray, bn: np.ndarray, y_mean: np.ndarray, y_std: np.ndarray,
+                 outputs: Sequence[str], bases: Mapping[str, SeriesBasis],
+                 inner_names: Sequence[str], inner_mean: np.ndarray, inner_std: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The inverse of :func:`fold_layer` onto a (possibly other) basis: the inner layer
+    over ``inner_names`` (standardised by ``inner_mean``/``inner_std``) that predicts
+    the projection of the folded layer's curves on ``bases``.  Why: ``sequential``
+    refits the basis every round and warm-starts its nets from the last round's; the
+    old nets' curves projected on the new basis are where training continues from
+    (exact where the old curves lie in the new basis's span, the least-squares weights
+    otherwise).  With the basis the layer was folded with, the inner layer is
+    recovered exactly (``V^T V = I``)."""
+    Wn, bn = np.asarray(Wn, dtype=float), np.asarray(bn, dtype=float)
+    y_mean, y_std = np.asarray(y_mean, float), np.asarray(y_std, float)
+    inner_mean, inner_std = np.asarray(inner_mean, float), np.asarray(inner_std, float)
+    pos = {n: i for i, n in enumerate(inner_names)}
+    scalars, groups = series_groups(outputs)
+    W, b = np.zeros((len(inner_names), Wn.shape[1])), np.zeros(len(inner_names))
+    for j in scalars:
+        i = pos[outputs[j]]
+        W[i] = y_std[j] / inner_std[i] * Wn[j]
+        b[i] = (y_mean[j] + y_std[j] * bn[j] - inner_mean[i]) / inner_std[i]
+    for name, idx in groups.items():
+        B = bases[name]
+        ws = [pos[f"{name}{WEIGHT_SEP}{i}"] for i in range(B.k)]
+        V, d, m = B.components, inner_std[ws], inner_mean[ws]
+        W[ws] = (V.T @ (y_std[idx, None] * Wn[idx]) / B.scale) / d[:, None]
+        b[ws] = (V.T @ ((y_mean[idx] + y_std[idx] * bn[idx] - B.mean) / B.scale) - m) / d
+    return W, b
+
+
+def fold(inner: Metamodel, outputs: Sequence[str], bases: Mapping[str, SeriesBasis],
+         info: Mapping[str, Any]) -> Metamodel:
+    """The metamodel over ``outputs`` whose last layer decodes the inner network's
+    weights (module docstring; the layer by :func:`fold_layer`)."""
+    import copy
+
+    net = copy.deepcopy(inner.net)
+    last = net[len(net) - 1]
+    Wn, bn, y_mean, y_std = fold_layer(last.weight.detach().numpy(),
+                                       last.bias.detach().numpy(), inner.output_names,
+                                       inner.y_mean, inner.y_std, outputs, bases)
+    new_last = torch.nn.Linear(Wn.shape[1], len(outputs)).to(DTYPE)
     with torch.no_grad():
         new_last.weight.copy_(torch.as_tensor(Wn, dtype=DTYPE))
         new_last.bias.copy_(torch.as_tensor(bn, dtype=DTYPE))

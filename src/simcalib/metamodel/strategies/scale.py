@@ -5,7 +5,10 @@ metamodel it is the metamodel's training sd.  A study calibrated only by
 ``sequential`` trains no metamodel (a design of one-hour runs spent before the first
 proposal is what it exists to avoid), so its scale comes from the observations'
 ``sd_<output>`` where the targets give them, else from the search's own start runs
-(the sd of their successful outputs, every target's start pooled).  A
+(the sd of their successful outputs, every target's start pooled; a series gets one
+scale, the root mean of its points' variances, as its basis and the design
+metamodel's ``y_std`` have it: per-point sds would give the flat tails of an epidemic
+curve, ~0 in every run, a huge weight in Delta).  A
 :class:`RunScale` stands in for the metamodel in the ledger: it has the names and
 ``y_std`` the ledger reads, predicts nothing (NaN) and carries no failure model.
 Its ``source`` says where the scale came from; the records' ``delta_scale`` column and
@@ -59,9 +62,17 @@ class RunScale:
             self.source = (f"1 (only {len(Y)} successful start run(s): give the targets "
                            "sd_<output> columns for a meaningful scale)")
             return
+        from simcalib.metamodel.curves import series_groups
+
         sd = Y.std(axis=0)
+        _, groups = series_groups(self.output_names)
+        for idx in groups.values():
+            # one scale per series: the root mean of its points' variances, the unit its
+            # basis is fitted in (metamodel.basis), as the design metamodel's y_std
+            sd[idx] = np.sqrt(np.mean(sd[idx] ** 2))
         self.y_std = np.where(np.isfinite(sd) & (sd > 0), sd, 1.0)
-        self.source = f"sd of the {len(Y)} successful start runs"
+        self.source = f"sd of the {len(Y)} successful start runs" + (
+            " (one per series: the root mean of its points' variances)" if groups else "")
 
 
 def scale_source(mm: Any, sd_given: np.ndarray | None) -> str:

@@ -42,6 +42,17 @@ trained on every run averages the noise of all runs near a point; restricting it
 points that were run and did well keeps its error far from the runs out of the choice.
 No run is spent on it, and the runs themselves do not change.
 
+**Curves** (a study with ``series``, issue 42).  The ensemble is trained on each
+series' basis weights, the basis refitted on every round's runs (components by
+explained variance, ``metamodel.series``), the decode folded into each member's last
+layer (:mod:`simcalib.metamodel.ensemble`), so the proposal MILPs still minimise the
+exact misfit over every observed point.  Delta divides a series' points by one scale
+(:mod:`.scale`) and weighs each point 1/m (the curve counts as one output).  The
+record's history ends with each series' basis: its components, its held-out
+reconstruction error relative to the series' scale, the curve's out-of-bag R^2 and,
+where runs were repeated at one point, the curve's noise ceiling
+(:func:`basis_note`; the same as columns in ``out['series']``, :func:`basis_columns`).
+
 With ``use_design`` the study's simulated design runs replace the Sobol start: they
 enter the ledgers (phase ``design``, split among the targets at their context, failed
 runs included so the classifier learns from them) and count against the budget, so
@@ -183,14 +194,47 @@ def outcomes(search: Search) -> list[dict[str, Any]]:
                "anchor_kind": p.runs[0]["phase"] if p.runs else "sobol",
                "history": " ".join(t[p.target.target_id] for t in search.traj)
                + " | proposal MILPs stopped unproven (node/time limit): "
-               f"{op_unproven(solves)} of {len(solves)}" + note}
+               f"{op_unproven(solves)} of {len(solves)}" + note + basis_note(ens)}
         if best is not None:
             out.update({"x": best["x"], "error": best["error"], "status": "ok",
                         "y": best["y"]})
         if search.noise is not None:
             out["stochastic"] = search.noise["evidence"]
+        if ens is not None and ens.info.get("series"):
+            out["series"] = basis_columns(ens)
         outs.append(out)
     return outs
+
+
+def basis_columns(ens: Any) -> dict[str, Any]:
+    """Per series of the last ensemble: its basis size and held-out reconstruction
+    error (relative to the series' scale), the curve's pooled out-of-bag R^2 and, where
+    runs were repeated at one point, its noise ceiling: ``series_<name>_<what>``
+    columns for the records (the trust flags of a curve, beside the ensemble's R^2)."""
+    out: dict[str, Any] = {}
+    for name, r in (ens.info.get("series") or {}).items():
+        out[f"series_{name}_components"] = int(r["components"])
+        out[f"series_{name}_basis_error"] = float(r["basis_cv_relative"])
+        out[f"series_{name}_oob_r2"] = float(r.get("oob_r2", float("nan")))
+        out[f"series_{name}_noise_ceiling"] = float(r.get("noise_ceiling", float("nan")))
+    return out
+
+
+def basis_note(ens: Any) -> str:
+    """The history column's words on each series' basis (:func:`basis_columns`)."""
+    recs = (getattr(ens, "info", None) or {}).get("series") or {}
+    parts = []
+    for name, r in recs.items():
+        cut = (f", cut from {r['cut_from_components']} by the noise ceiling"
+               if "cut_from_components" in r else "")
+        ceil = (f", noise ceiling {r['noise_ceiling']:.3f} ({r['replicate_pairs']} replicate "
+                "pairs)" if "noise_ceiling" in r else ", noise ceiling n/a (no repeated point)")
+        parts.append(f"series {name}: {r['components']} basis components of {r['points']} "
+                     f"points on {r['runs']} runs{cut}, held-out reconstruction error "
+                     f"{r['basis_cv_relative']:.3g} of its scale (rms {r['basis_cv_rms']:.3g}), "
+                     f"unexplained variance {r['basis_unexplained']:.3g}, curve OOB R2 "
+                     f"{r.get('oob_r2', float('nan')):.3f}{ceil}")
+    return "".join(f" | {p}" for p in parts)
 
 
 @strategy("sequential", label="Sequential", order=67, min_budget=4,
