@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simcalib.metamodel.model import Metamodel, build_net, column_scale
 from simcalib.metamodel.milp.problem import build_problem, full_inputs
+from simcalib.metamodel.model import Metamodel, build_net, column_scale
 from simcalib.study.space import build_space
 
 

@@ -126,3 +126,24 @@ def test_round_jobs_give_the_one_job_records_on_a_curve(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(runs, one[1])
     assert "basis components" in rec["history"].iloc[0]
     assert {"round0", "round1"} <= set(runs["phase"])
+
+
+@pytest.mark.slow
+def test_one_call_from_python_on_a_curve_and_its_trust_columns() -> None:
+    """``sequential_calibrate`` with a study mapping declaring a series: the observed
+    point columns come with the series (before: refused as outputs named 'y@0'), and
+    the record carries the curve's trust (basis size and error, OOB R²)."""
+    from simcalib.metamodel.strategies.api import sequential_calibrate
+    from tests.conftest import REPO
+
+    st = _study()
+    observed = _targets(st, [(0.3, 0.6)]).iloc[0].drop("target_id")
+    study = {"simulator": {"type": "python", "options": {
+        "function": "tests.fixtures.curve_sims:linear_curve", "path": str(REPO)}},
+        "series": {"y": {"index": "t", "points": T.tolist()}}}
+    res = sequential_calibrate(study, {"a": (0.0, 1.0), "b": (-1.0, 1.0)}, observed,
+                               budget=40, seed=SEED, settings=SMALL, posterior=False)
+    assert res.x["a"] == pytest.approx(0.3, abs=0.05)
+    assert res.x["b"] == pytest.approx(0.6, abs=0.05)
+    assert int(res.record["series_y_components"]) == 2
+    assert float(res.record["series_y_basis_error"]) < 1e-6

@@ -63,7 +63,7 @@ from torch import nn
 
 from simcalib.config import schema_defaults
 from simcalib.errors import ConfigError, DataError
-from simcalib.metamodel.model import DTYPE, Metamodel, build_net, r2_scores
+from simcalib.metamodel.model import DTYPE, Metamodel, build_net, column_scale, r2_scores
 from simcalib.metamodel.stacking import mean_of, to_torch
 from simcalib.seeds import int_seed, rng
 
@@ -374,10 +374,8 @@ def fit_ensemble(X: np.ndarray, Y: np.ndarray, input_names: Sequence[str],
             raise DataError("ensemble", "warm start from an ensemble of other inputs/outputs")
         x_mean, x_std, y_mean, y_std = warm.x_mean, warm.x_std, warm.y_mean, warm.y_std
     else:
-        x_mean, x_std = X.mean(axis=0), X.std(axis=0)
-        y_mean, y_std = Y.mean(axis=0), Y.std(axis=0)
-        x_std = np.where(x_std > 0, x_std, 1.0)
-        y_std = np.where(y_std > 0, y_std, 1.0)
+        x_mean, x_std = column_scale(X)
+        y_mean, y_std = column_scale(Y)
     from simcalib.metamodel.curves import has_series
 
     heads, series_rec = None, {}

@@ -27,6 +27,7 @@ import pandas as pd
 from simcalib.errors import ConfigError
 from simcalib.metamodel.strategies.scale import RunScale
 from simcalib.study.observations import SD_PREFIX, WEIGHT_PREFIX
+from simcalib.study.series import parse_column
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,11 @@ def _study_cfg(simulator: Callable[..., Any] | Mapping[str, Any],
         cfg = dict(simulator)
         if parameters is not None:
             cfg["parameters"] = _box(parameters)
-        cfg.setdefault("outputs", outputs)
+        if cfg.get("series"):
+            # a declared curve's points (cases@7) come with the series, not as outputs
+            outputs = [c for c in outputs if parse_column(c) is None]
+        if outputs or not cfg.get("series"):
+            cfg.setdefault("outputs", outputs)
     elif callable(simulator):
         cfg = {"simulator": {"type": "python", "options": {"function": simulator,
                                                            "outputs": outputs}},

@@ -162,6 +162,9 @@ def _outcome_columns(p: TargetRun, out: Mapping[str, Any], seconds: float) -> di
         del rec["distance"], rec["anchor_distance"]
     if "stochastic" in out:   # what the search found out about the simulator's noise
         rec["stochastic"] = out["stochastic"]
+    # a curve's trust beside the answer: series_<name>_components / _basis_error /
+    # _oob_r2 / _noise_ceiling (sequential's last ensemble; issue 42)
+    rec.update(out.get("series") or {})
     return rec
 
 

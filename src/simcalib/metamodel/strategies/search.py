@@ -281,7 +281,8 @@ class Search:
         return fit_ensemble(X, Y, list(p0.study.input_names), p0.out_names, es,
                             seed=int_seed(p0.seed, "sequential", p0.study.name,
                                           p0.target.target_id),
-                            tag=tag, warm=warm, study=p0.study.name)
+                            tag=tag, warm=warm, study=p0.study.name,
+                            series=(p0.study.cfg.get("metamodel") or {}).get("series"))
 
     def finish(self, refit: bool) -> Any:
         """The last ensemble; ``refit``: once more on every run (``final: ensemble``
