@@ -257,3 +257,28 @@ def test_likelihood_in_chunks_equals_one_piece(monkeypatch):
     monkeypatch.setattr(density, "LANE_FLOATS", 7 * 100)   # chunks of 7 lanes
     np.testing.assert_allclose(post.loglik(X, t), whole, rtol=1e-12, atol=1e-9)
     assert np.isfinite(whole).all()
+
+
+def test_the_config_key_chooses_the_curve_error_model():
+    """``calibration.posterior.curve_errors`` reaches the design route's likelihood
+    (build); a value outside the enum is a ConfigError naming the key."""
+    from simcalib.errors import ConfigError
+    from simcalib.metamodel.posterior.build import build
+
+    mm = exact_metamodel()
+    basis = curves.bases_of(mm)["y"]
+    basis.error["cv_point_rms"] = np.full(len(T), 0.01)
+    mm.info["series"]["y"]["basis"] = basis.to_json()
+    r = np.random.default_rng(1)
+    Rrows = basis.decode(r.normal(0, 0.1, (3, basis.k))) - basis.mean
+    mm.info["test_residual_cov"] = (Rrows.T @ Rrows / 3).tolist()
+    st = lin_study()
+    specs = target_specs(targets_table(observed_curve()), st.space, OUTS, "auto")
+    x0 = np.zeros((1, 2))
+    S = {mode: build(st.space, mm, specs, settings({"curve_errors": mode})).model.cov(x0)
+         for mode in ("basis", "independent")}
+    assert settings({})["curve_errors"] == "basis"
+    np.testing.assert_allclose(S["independent"], np.diag(np.diag(S["basis"])), atol=1e-15)
+    assert np.abs(S["basis"] - np.diag(np.diag(S["basis"]))).max() > 1e-6
+    with pytest.raises(ConfigError, match="curve_errors"):
+        settings({"curve_errors": "ar1"})

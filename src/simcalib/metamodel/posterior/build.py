@@ -86,7 +86,7 @@ def target_specs(df: pd.DataFrame, space: Space, output_names: Sequence[str],
 def build(space: Space, mm: Any, specs: Sequence[TargetSpec], cfg: Mapping[str, Any],
           model: ErrorModel | None = None) -> Posterior:
     """The joint log density of ``specs`` under metamodel ``mm`` (or ``model``)."""
-    model = model if model is not None else error_model(mm)
+    model = model if model is not None else error_model(mm, cfg.get("curve_errors"))
     scale = np.asarray(getattr(model, "y_std", mm.y_std), dtype=float)
     return Posterior(space, model, specs, np.where(scale > 0, scale, 1.0),
                      float(cfg["noise_scale"]), float(cfg["error_dof"]))

@@ -67,7 +67,8 @@ def joint_ranks(space: Space, mm: Any, rows: pd.DataFrame, kappas: Sequence[floa
              "draws": int(cfg["calibration_draws"]),
              "max_draws": int(cfg["calibration_draws"])}
     scale = np.asarray(mm.y_std, dtype=float)
-    post = Posterior(space, error_model(mm), specs, np.where(scale > 0, scale, 1.0),
+    post = Posterior(space, error_model(mm, cfg.get("curve_errors")), specs,
+                     np.where(scale > 0, scale, 1.0),
                      float(quick["noise_scale"]), float(quick["error_dof"]))
     draws = sample(post, quick, r, label="kappa calibration", warn=False)
     T = len(specs)

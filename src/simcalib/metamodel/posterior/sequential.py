@@ -43,7 +43,7 @@ from simcalib.errors import DataError
 from simcalib.metamodel.curves import has_series
 from simcalib.metamodel.posterior import agreement
 from simcalib.metamodel.posterior.build import run, settings, target_specs
-from simcalib.metamodel.posterior.curves import CURVE_ERRORS, curve_terms
+from simcalib.metamodel.posterior.curves import curve_terms
 from simcalib.metamodel.posterior.emulator import Emulator, fit_curve_emulator, fit_emulator
 from simcalib.metamodel.posterior.sampler import Draws
 from simcalib.metamodel.posterior.summary import summarize, unidentified_inputs
@@ -240,7 +240,7 @@ def sequential_posterior(study: Any, runs: pd.DataFrame, targets: pd.DataFrame,
     or the runs say.  With ``out_dir`` the files of :func:`write` are written.  On a
     study with series outputs the ensemble is fitted on each series' basis weights and
     the likelihood covers every observed point (:mod:`.curves`; ``curve_errors``: its
-    error model, default the first of :data:`~.curves.CURVE_ERRORS`)."""
+    error model, default ``calibration.posterior.curve_errors``)."""
     from simcalib.metamodel.ensemble import EnsembleSettings
     from simcalib.study.noise import known_stochastic
 
@@ -252,7 +252,8 @@ def sequential_posterior(study: Any, runs: pd.DataFrame, targets: pd.DataFrame,
     es = EnsembleSettings.from_config(ensemble, "calibration.sequential.ensemble")
     if has_series(outputs):
         emu = fit_curve_emulator(rows, space.input_names, outputs, es, seed, study.name,
-                                 study.cfg.get("metamodel"), curve_errors or CURVE_ERRORS[0])
+                                 study.cfg.get("metamodel"),
+                                 curve_errors or c["curve_errors"])
     else:
         emu = fit_emulator(rows, space.input_names, outputs, es, seed, study.name)
     declared = stochastic if stochastic is not None else known_stochastic(study.cfg)

@@ -225,6 +225,7 @@ class PosteriorSettings:
     noise_scale: float
     error_dof: float
     error_scale: float | str
+    curve_errors: str
     calibration_targets: int
     calibration_draws: int
     ppc_draws: int
