@@ -7,7 +7,6 @@ counts of the records and the log agree."""
 from __future__ import annotations
 
 import logging
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +14,11 @@ import pandas as pd
 import pytest
 
 from simcalib.metamodel.strategies import rounds
-from simcalib.metamodel.strategies.ledger import read_targets
-from simcalib.metamodel.strategies.runner import calibrate, calibrate_block, joint_ledgers
+from simcalib.metamodel.strategies.runner import calibrate
 from simcalib.metamodel.strategies.scale import RunScale
-from simcalib.metamodel.strategies.settings import merged_settings
 from tests.cal_fixtures import SEQ_SMALL as SMALL
 from tests.cal_fixtures import warped_plane_study as _study
+from tests.fixtures.round_chain import run_chain
 
 SEED = 11
 
@@ -42,32 +40,9 @@ def _scale() -> RunScale:
     return RunScale(["x", "y"], ["a", "b"], study="wp")
 
 
-def _chain(study, tdf, cal, chunk_size: int, tmp: Path, fail_after: int | None = None):
-    """The workflow's chain in this process: step jobs, chunk jobs, the final job, every
-    state and result through a pickle file as between jobs (a fresh ledger each job)."""
-    settings = merged_settings(cal)
-    s = settings["sequential"]
-    steps = rounds.plan(len(tdf), int(settings["budget"]), 2, int(s["initial_per_input"]),
-                        int(s["batch"]), exact_start=True)
-    state_path, sims = None, []
-    for k, bound in enumerate(steps):
-        mm = _scale()
-        ps = joint_ledgers(study, mm, read_targets(tdf, study, mm), "sequential", settings,
-                           SOLVER, SEED, 0.05)
-        state, prev = rounds.read_step(state_path, sims)
-        state, props = rounds.run_step(ps, k, state, prev)
-        assert len(props) <= bound
-        rounds.write_step(state, props, tmp / f"step_{k}.pkl", tmp / f"props_{k}.pkl")
-        state_path, sims = tmp / f"step_{k}.pkl", []
-        props = pickle.loads((tmp / f"props_{k}.pkl").read_bytes())
-        for c in range(rounds.chunks(bound, chunk_size)):
-            res = rounds.simulate_chunk(study, props, c, chunk_size, SEED,
-                                        journal_dir=tmp / ".journal")
-            rounds._dump(res, tmp / f"sim_{k}_{c}.pkl")
-            sims.append(tmp / f"sim_{k}_{c}.pkl")
-    state, prev = rounds.read_step(state_path, sims)
-    return calibrate_block(study, _scale(), tdf, "sequential", cal, SOLVER, SEED,
-                           joint=rounds.finisher(state, prev))
+def _chain(study, tdf, cal, chunk_size: int, tmp: Path):
+    """The workflow's chain in this process (tests/fixtures/round_chain.py)."""
+    return run_chain(study, _scale, tdf, cal, chunk_size, tmp, SOLVER, SEED)
 
 
 @pytest.mark.parametrize("n_targets", [1, pytest.param(2, marks=pytest.mark.slow)])

@@ -10,13 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simcalib.metamodel.strategies import rounds
-from simcalib.metamodel.strategies.ledger import read_targets
-from simcalib.metamodel.strategies.runner import calibrate, calibrate_block, joint_ledgers
+from simcalib.metamodel.strategies.runner import calibrate
 from simcalib.metamodel.strategies.scale import RunScale
-from simcalib.metamodel.strategies.settings import merged_settings
 from simcalib.study.model import Study
 from tests.fixtures.curve_sims import T
+from tests.fixtures.round_chain import run_chain
 
 SEED = 5
 SOLVER = {"backend": "highs"}
@@ -85,33 +83,8 @@ def test_a_curve_that_needs_truncation_reports_its_basis_error() -> None:
 
 
 def _chain(study: Study, tdf: pd.DataFrame, cal: dict, chunk_size: int, tmp: Path):
-    """The workflow's chain of round jobs in this process (as in
-    test_calibration_rounds.py): every state and result through a pickle file, a fresh
-    ledger each job."""
-    import pickle
-
-    settings = merged_settings(cal)
-    s = settings["sequential"]
-    steps = rounds.plan(len(tdf), int(settings["budget"]), 2, int(s["initial_per_input"]),
-                        int(s["batch"]), exact_start=True)
-    state_path, sims = None, []
-    for k, bound in enumerate(steps):
-        mm = _scale(study)
-        ps = joint_ledgers(study, mm, read_targets(tdf, study, mm), "sequential", settings,
-                           SOLVER, SEED, 0.05)
-        state, prev = rounds.read_step(state_path, sims)
-        state, props = rounds.run_step(ps, k, state, prev)
-        rounds.write_step(state, props, tmp / f"step_{k}.pkl", tmp / f"props_{k}.pkl")
-        state_path, sims = tmp / f"step_{k}.pkl", []
-        props = pickle.loads((tmp / f"props_{k}.pkl").read_bytes())
-        for c in range(rounds.chunks(bound, chunk_size)):
-            res = rounds.simulate_chunk(study, props, c, chunk_size, SEED,
-                                        journal_dir=tmp / ".journal")
-            rounds._dump(res, tmp / f"sim_{k}_{c}.pkl")
-            sims.append(tmp / f"sim_{k}_{c}.pkl")
-    state, prev = rounds.read_step(state_path, sims)
-    return calibrate_block(study, _scale(study), tdf, "sequential", cal, SOLVER, SEED,
-                           joint=rounds.finisher(state, prev))
+    """The workflow's chain of round jobs in this process (tests/fixtures/round_chain.py)."""
+    return run_chain(study, lambda: _scale(study), tdf, cal, chunk_size, tmp, SOLVER, SEED)
 
 
 @pytest.mark.slow

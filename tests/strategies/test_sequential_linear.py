@@ -179,38 +179,12 @@ def test_mean_proposal_tightening_does_not_depend_on_the_clock(
 
 
 def _chain(study, tdf, cal, chunk_size: int, tmp):  # noqa: ANN001, ANN202
-    """The workflow's round jobs in this process (step, chunk and final jobs, every
-    state through a pickle as between jobs; a fresh ledger each job)."""
-    import pickle
-
-    from simcalib.metamodel.strategies import rounds
-    from simcalib.metamodel.strategies.ledger import read_targets
-    from simcalib.metamodel.strategies.runner import calibrate_block, joint_ledgers
+    """The workflow's round jobs in this process (tests/fixtures/round_chain.py)."""
     from simcalib.metamodel.strategies.scale import RunScale
+    from tests.fixtures.round_chain import run_chain
 
-    settings = merged_settings(cal)
-    s = settings["sequential"]
-    steps = rounds.plan(len(tdf), int(settings["budget"]), 2, int(s["initial_per_input"]),
-                        int(s["batch"]), exact_start=True)
-    state_path, sims = None, []
-    for k, bound in enumerate(steps):
-        mm = RunScale(["x", "y"], ["a", "b"], study="wp")
-        ps = joint_ledgers(study, mm, read_targets(tdf, study, mm), "sequential", settings,
-                           {"backend": "highs"}, SEED, 0.05)
-        state, prev = rounds.read_step(state_path, sims)
-        state, props = rounds.run_step(ps, k, state, prev)
-        rounds.write_step(state, props, tmp / f"step_{k}.pkl", tmp / f"props_{k}.pkl")
-        state_path, sims = tmp / f"step_{k}.pkl", []
-        props = pickle.loads((tmp / f"props_{k}.pkl").read_bytes())
-        for c in range(rounds.chunks(bound, chunk_size)):
-            res = rounds.simulate_chunk(study, props, c, chunk_size, SEED,
-                                        journal_dir=tmp / ".journal")
-            rounds._dump(res, tmp / f"sim_{k}_{c}.pkl")
-            sims.append(tmp / f"sim_{k}_{c}.pkl")
-    state, prev = rounds.read_step(state_path, sims)
-    return calibrate_block(study, RunScale(["x", "y"], ["a", "b"], study="wp"), tdf,
-                           "sequential", cal, {"backend": "highs"}, SEED,
-                           joint=rounds.finisher(state, prev))
+    return run_chain(study, lambda: RunScale(["x", "y"], ["a", "b"], study="wp"), tdf, cal,
+                     chunk_size, tmp, {"backend": "highs"}, SEED)
 
 
 @pytest.mark.slow
