@@ -57,10 +57,7 @@ from simcalib.errors import ConfigError, DataError
 from simcalib.study.model import Study
 from simcalib.study.observations import SD_PREFIX, output_weights
 from simcalib.study.series import parse_column
-from simcalib.study.simulation import simulate_rows
 
-#: the stream of the re-scoring replicates (runner.rescore: f"rescore:{target_id}")
-RESCORE_STREAM = "rescore"
 #: run-log phases of a search's start runs, whose sd is Δ's scale without a metamodel
 #: (:meth:`simcalib.metamodel.strategies.scale.RunScale.settle`)
 START_PHASES = ("sobol", "design")
@@ -139,17 +136,6 @@ def point_weights(targets: pd.DataFrame, outputs: Sequence[str],
                         index=targets["target_id"].astype(np.int64).to_numpy())
 
 
-def _replicate_rows(study: Study, x: np.ndarray, context: Mapping[str, float],
-                    ids: np.ndarray) -> pd.DataFrame:
-    """The re-scoring rows (runner.rescore's layout) for run ids ``ids``."""
-    rows = pd.DataFrame(np.repeat(np.asarray(x, dtype=float)[None, :], len(ids), axis=0),
-                        columns=study.space.tunable_names)
-    for c in study.space.context_names:
-        rows[c] = context[c]
-    rows.insert(0, "run_id", np.asarray(ids, dtype=np.int64))
-    return rows
-
-
 def replicates_at(study: Study, x: np.ndarray, context: Mapping[str, float],
                   target_id: int, n: int, seed: int, outputs: Sequence[str],
                   stochastic: bool | None, threads: int = 1) -> tuple[np.ndarray, bool]:
@@ -158,19 +144,18 @@ def replicates_at(study: Study, x: np.ndarray, context: Mapping[str, float],
     None (unknown): two runs first, and the rest only if they differ (a simulator
     whose two seeds give the same bits is deterministic: more runs would repeat it;
     fewer than two successful runs cannot tell, and count as noisy)."""
-    stream = f"{RESCORE_STREAM}:{target_id}"
+    from simcalib.metamodel.strategies.runner import rescore_runs
+
     first = 1 if stochastic is False else (2 if stochastic is None else n)
-    res = simulate_rows(study, _replicate_rows(study, x, context, np.arange(first)), seed,
-                        stream=stream, threads=threads)
+    res = rescore_runs(study, x, context, target_id, np.arange(first), seed, threads)
     noisy = bool(stochastic)
     if stochastic is None:
         Y0 = res[list(outputs)].to_numpy(dtype=float)
         ok0 = (res["status"] == "ok").to_numpy()
         noisy = bool(ok0.sum() < 2 or not np.array_equal(Y0[ok0][0], Y0[ok0][1]))
         if noisy and n > first:
-            more = simulate_rows(study, _replicate_rows(study, x, context,
-                                                        np.arange(first, n)),
-                                 seed, stream=stream, threads=threads)
+            more = rescore_runs(study, x, context, target_id, np.arange(first, n), seed,
+                                threads)
             res = pd.concat([res, more], ignore_index=True)
         res = res.iloc[:n] if noisy else res.iloc[:1]
     ok = (res["status"] == "ok").to_numpy()

@@ -318,6 +318,19 @@ def select_by_mean(p: TargetRun, out: dict[str, Any], top: int, reps: int) -> di
     return out
 
 
+def rescore_runs(study: Study, x: np.ndarray, context: Mapping[str, float], target_id: int,
+                 ids: np.ndarray, seed: int, threads: int = 1) -> pd.DataFrame:
+    """Fresh runs at ``x`` with the re-scoring seeds: run ids ``ids`` of the stream
+    ``rescore:<target_id>`` (so replicate i is the same run whoever asks: the records'
+    ``rescored_error`` and the curves figure's band see the same noise)."""
+    rows = pd.DataFrame(np.repeat(np.asarray(x, dtype=float)[None, :], len(ids), axis=0),
+                        columns=study.space.tunable_names)
+    for c in study.space.context_names:
+        rows[c] = context[c]
+    rows.insert(0, "run_id", np.asarray(ids, dtype=np.int64))
+    return simulate_rows(study, rows, seed, stream=f"rescore:{target_id}", threads=threads)
+
+
 def rescore(study: Study, mm: Any, target: Target, x: np.ndarray, k: int, seed: int,
             scale: np.ndarray, threads: int = 1) -> float:
     """Mean Delta of ``k`` fresh simulator runs at ``x`` (outside the budget; never used
@@ -327,13 +340,8 @@ def rescore(study: Study, mm: Any, target: Target, x: np.ndarray, k: int, seed: 
     is re-scored with common random numbers."""
     if not (target.ok and np.isfinite(x).all()):
         return float("nan")
-    rows = pd.DataFrame(np.repeat(np.asarray(x, dtype=float)[None, :], k, axis=0),
-                        columns=study.space.tunable_names)
-    for c in study.space.context_names:
-        rows[c] = target.context[c]
-    rows.insert(0, "run_id", np.arange(k, dtype=np.int64))
-    res = simulate_rows(study, rows, seed, stream=f"rescore:{target.target_id}",
-                        threads=threads)
+    res = rescore_runs(study, x, target.context, target.target_id, np.arange(k), seed,
+                       threads)
     ok = (res["status"] == "ok").to_numpy()
     if not ok.any():
         return float("nan")
