@@ -14,16 +14,10 @@ from simcalib.metamodel.model import Metamodel, build_net
 from simcalib.study.model import Study
 from simcalib.study.observations import output_weights, read_observations
 from simcalib.study.simulation import FINGERPRINT_KEYS, simulate_rows
+from tests.fixtures.curves import lin_curve as lin_sequences  # y_t = a + b t, one list a run
 
 T = np.arange(0, 10)
 PARAMS = {"a": {"lower": 0.0, "upper": 1.0}, "b": {"lower": -1.0, "upper": 1.0}}
-
-
-def lin_sequences(df: pd.DataFrame) -> pd.DataFrame:
-    """y_t = a + b t, one sequence per run: a curve linear in the inputs."""
-    a, b = df["a"].to_numpy(), df["b"].to_numpy()
-    return pd.DataFrame({"y": [list(a[i] + b[i] * T) for i in range(len(df))],
-                         "mean_y": a + b * T.mean()})
 
 
 def lin_wide(df: pd.DataFrame) -> pd.DataFrame:
