@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "configs" / "tiny.yaml"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every Snakemake start imports the SLURM executor plugin, which asks
+    ``scontrol show config`` for MinJobAge with a 10 s timeout.  On a machine with the
+    SLURM client installed but no controller running (this dev machine; CI before its
+    SLURM test starts one) that is ~9 s of waiting per Snakemake call, ~60 calls in the
+    suite.  Put a ``scontrol`` first on PATH that gives the real one 1 s: a running
+    controller answers in milliseconds, a missing one fails fast (the plugin then uses
+    its default), and the SLURM tests, which start a controller, are unaffected."""
+    real = shutil.which("scontrol")
+    timeout = shutil.which("timeout")
+    if not real or not timeout or os.environ.get("SIMCALIB_REAL_SCONTROL"):
+        return
+    shim = Path(tempfile.mkdtemp(prefix="simcalib-scontrol-"))
+    (shim / "scontrol").write_text(f'#!/bin/sh\nexec {timeout} 1 {real} "$@"\n')
+    (shim / "scontrol").chmod(0o755)
+    os.environ["PATH"] = f"{shim}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 @pytest.fixture
