@@ -50,6 +50,16 @@ def run_snakemake(workdir: Path, *args: str, configfile: Path = TINY, check: boo
     return proc
 
 
+@pytest.fixture(scope="session")
+def tiny_dag(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny config's whole DAG, run once per session (~100 s on 2 cores): the
+    workflow tests read it and plan dry runs against it, and the byte-identity test
+    compares it with a second run.  Tests must not write under its ``results/``."""
+    wd = tmp_path_factory.mktemp("tiny_dag")
+    run_snakemake(wd, timeout=1500)
+    return wd
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny networks: one torch thread is fastest (and robust on a busy machine).

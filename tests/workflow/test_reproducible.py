@@ -47,11 +47,12 @@ def _files(root: Path) -> dict[str, Path]:
 
 
 @pytest.mark.slow
-def test_two_runs_give_byte_identical_results(tmp_path: Path) -> None:
-    a, b = tmp_path / "a", tmp_path / "b"
-    for d in (a, b):
-        d.mkdir()
-        run_snakemake(d, timeout=2400)
+def test_two_runs_give_byte_identical_results(tiny_dag: Path, tmp_path: Path) -> None:
+    """The session's tiny DAG run (shared with tests/workflow/test_workflow.py, which
+    only reads it) against a second run in a fresh directory."""
+    a, b = tiny_dag, tmp_path / "b"
+    b.mkdir()
+    run_snakemake(b, timeout=2400)
     fa, fb = _files(a / "results"), _files(b / "results")
     assert sorted(fa) == sorted(fb), set(fa) ^ set(fb)
     compared = [r for r in fa if not _exempt(r)]

@@ -20,10 +20,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def workflow_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    wd = tmp_path_factory.mktemp("workflow")
-    run_snakemake(wd, timeout=1500)
-    return wd
+def workflow_dir(tiny_dag: Path) -> Path:
+    """The session's tiny DAG run (tests/conftest.py), shared with the byte-identity
+    test; tests here only read it or plan dry runs against it."""
+    return tiny_dag
 
 
 def _jobs_planned(workdir: Path, cfg: Path | None, *extra: str) -> dict[str, int]:
