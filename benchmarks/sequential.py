@@ -34,7 +34,8 @@ target and method; processes with different ``--methods`` write different files,
 ``--k1-skip k`` run ``..._from<k>.csv``; rewritten after every job, so a killed run
 keeps what it finished),
 ``sequential.csv`` (median and quartiles of Delta over seeds x targets,
-runs, failed runs, CPU per proposal) and ``sequential.png`` (Delta vs N per K).
+runs, failed runs, CPU per proposal, the median distance of the answer to the true
+inputs in the unit box, as the records' ``distance``) and ``sequential.png`` (Delta vs N per K).
 """
 
 from __future__ import annotations
@@ -152,8 +153,11 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
             failed: int, cpu: float, extra: dict | None = None,
             scored: float | None = None) -> None:
         """One result row; ``scored``: its re-scored Delta when already computed."""
+        x = np.asarray(x, dtype=float)
+        dist = (float(np.linalg.norm(study.space.to_unit(x) - study.space.to_unit(t.x_true)))
+                if t.x_true is not None and np.isfinite(x).all() else float("nan"))
         rows.append({"study": study.name, "seed": seed, "N": N, "K": K, "method": method,
-                     "target_id": t.target_id, "error": e,
+                     "target_id": t.target_id, "error": e, "distance": dist,
                      "score": score(t, x, e) if scored is None else scored,
                      "runs": runs, "failed_runs": failed, "cpu_s_per_run": cpu,
                      "design_fail_share": design_fail, **(extra or {})})
@@ -311,8 +315,9 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    if "cpu_s_last_run" not in df:      # rows written before the column existed
-        df = df.assign(cpu_s_last_run=float("nan"))
+    for col in ("cpu_s_last_run", "distance"):   # rows written before the column existed
+        if col not in df:
+            df = df.assign(**{col: float("nan")})
     g = df.groupby(["study", "K", "N", "method"])
     out = g.agg(median=("score", "median"), q25=("score", lambda s: s.quantile(0.25)),
                 q75=("score", lambda s: s.quantile(0.75)), mean=("score", "mean"),
@@ -320,7 +325,8 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
                 runs=("runs", "sum"), failed_runs=("failed_runs", "sum"),
                 cpu_s_per_run=("cpu_s_per_run", "median"),
                 cpu_s_last_run=("cpu_s_last_run", "median"),
-                design_fail_share=("design_fail_share", "first")).reset_index()
+                design_fail_share=("design_fail_share", "first"),
+                distance=("distance", "median")).reset_index()
     out["failed_share"] = out["failed_runs"] / out["runs"].where(out["runs"] > 0)
     return out
 
@@ -366,7 +372,8 @@ def report() -> pd.DataFrame:
     figure(s, OUT / "sequential.png")
     with pd.option_context("display.width", 200, "display.max_rows", 500):
         print(s[["study", "K", "N", "method", "median", "q25", "q75", "n", "failed_targets",
-                 "failed_share", "design_fail_share", "cpu_s_per_run", "cpu_s_last_run"]]
+                 "failed_share", "design_fail_share", "distance", "cpu_s_per_run",
+                 "cpu_s_last_run"]]
               .to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     # ratios the issue's goals read, per (study, K, N)
     piv = s.pivot_table(index=["study", "K", "N"], columns="method", values="median")
@@ -375,6 +382,10 @@ def report() -> pd.DataFrame:
             piv[f"{other}/sequential"] = piv[other] / piv["sequential"]
     print()
     print(piv.to_string(float_format=lambda v: f"{v:.3g}"))
+    # the answer's distance to the true inputs (unit box, Euclidean; median per cell)
+    dist = s.pivot_table(index=["study", "K", "N"], columns="method", values="distance")
+    print("\nmedian distance of the answer to the true inputs (unit box):")
+    print(dist.to_string(float_format=lambda v: f"{v:.3g}"))
     return s
 
 
