@@ -78,37 +78,51 @@ def ppc_runs(failed: int = 1) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: a small ``sequential`` (2 members, few epochs): what it answers is not under test here
+SEQ = {"sequential": {"ensemble": {"members": 2, "hidden": [8], "epochs": 100,
+                                   "warm_epochs": 50, "patience": 20},
+                      "solver": {"options": {"mip_max_nodes": 100}}}}
+
+
 def run_case(tmp: Path, fn: str, outputs: tuple[str, ...], settings: dict,
-             replicates: int, ppc: pd.DataFrame | None = None) -> dict:
-    """A strategy (rs) on the observed curves, its files written as the workflow writes
-    them, then ``cal-curves`` on them; the frames and paths back."""
+             replicates: int, ppc: pd.DataFrame | None = None, strategy: str = "rs",
+             metamodel: bool = True) -> dict:
+    """A strategy on the observed curves, its files written as the workflow writes
+    them, then ``cal-curves`` on them; the frames and paths back.  ``metamodel``:
+    whether the study has one (Δ's scale its training sd, passed as metamodel.json),
+    else a study that only ``sequential`` calibrates (the scale from its start runs)."""
     cfg = study_cfg(fn, outputs)
     st = Study("lin", cfg)
     outs = st.outputs
     targets = observed_targets(outs)
     y_std = np.linspace(0.5, 1.0, len(outs))
-    mm = RunScale(st.input_names, outs, y_std=y_std.copy(), source="metamodel training sd")
-    rec, runs = calibrate(st, mm, targets, "rs", settings, {}, SEED)
+    mm = (RunScale(st.input_names, outs, y_std=y_std.copy(), source="metamodel training sd")
+          if metamodel else RunScale(list(st.input_names), list(outs), study="lin"))
+    solver = {"backend": "highs"} if strategy == "sequential" else {}
+    rec, runs = calibrate(st, mm, targets, strategy, settings, solver, SEED)
     files = {k: tmp / f"{k}.csv" for k in ("records", "targets", "runs")}
     rec.to_csv(files["records"], index=False)
     targets.to_csv(files["targets"], index=False)
     runs.to_csv(files["runs"], index=False)
-    meta = tmp / "metamodel.json"
-    meta.write_text(json.dumps({"output_names": outs, "y_std": y_std.tolist()}))
-    out, png = tmp / "curves" / "rs.csv", tmp / "curves" / "rs.png"
     extra = []
+    if metamodel:
+        meta = tmp / "metamodel.json"
+        meta.write_text(json.dumps({"output_names": outs, "y_std": y_std.tolist()}))
+        extra = ["--metamodel-info", str(meta)]
+    out, png = tmp / "curves" / f"{strategy}.csv", tmp / "curves" / f"{strategy}.png"
     if ppc is not None:
         ppc.to_csv(tmp / "ppc_runs.csv", index=False)
-        extra = ["--posterior-runs", str(tmp / "ppc_runs.csv")]
+        extra += ["--posterior-runs", str(tmp / "ppc_runs.csv")]
     rc = curves_main(["cal-curves", "--study", "lin", "--params", json.dumps(cfg),
                       "--seed", str(SEED), "--records", str(files["records"]),
                       "--targets", str(files["targets"]), "--runs", str(files["runs"]),
-                      "--metamodel-info", str(meta), "--replicates", str(replicates),
-                      "--band", "5", "95", "--max-panels", "1", "--strategy", "rs",
+                      "--replicates", str(replicates), "--band", "5", "95",
+                      "--max-panels", "1", "--strategy", strategy,
                       "--output", str(out), "--output-figure", str(png), *extra])
     assert rc == 0
-    return {"rec": rec, "targets": targets, "y_std": dict(zip(outs, y_std, strict=True)),
-            "table": pd.read_csv(out), "png": png, "csv": out}
+    return {"rec": rec, "runs": runs, "targets": targets,
+            "y_std": dict(zip(outs, y_std, strict=True)), "table": pd.read_csv(out),
+            "png": png, "csv": out}
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +183,31 @@ def test_misfit_is_the_weighted_l1_and_sums_to_the_strategys_delta(linear: dict)
     np.testing.assert_allclose(per["misfit_answer"], per["misfit_resim"], rtol=1e-12)
 
 
+@pytest.mark.parametrize("metamodel", [True, False], ids=["metamodel", "no-metamodel"])
+def test_sequentials_misfit_adds_up_to_its_delta(tmp_path: Path, metamodel: bool) -> None:
+    """The table's misfit of the answer, summed over the curve's points plus the
+    scalar's term, is the records' Δ: with a metamodel (its training sd) and in a study
+    that only ``sequential`` calibrates (its start runs' scale: one per series, so every
+    point of a curve without an sd of its own shares one divisor)."""
+    case = run_case(tmp_path, "lin_curve", ("mean_y",), {"budget": 8, **SEQ}, replicates=3,
+                    strategy="sequential", metamodel=metamodel)
+    tab, tg = case["table"], case["targets"].set_index("target_id")
+    rec = case["rec"].set_index("target_id")
+    runs = case["runs"]
+    start = runs[(runs["phase"] == "sobol") & (runs["status"] == "ok")]
+    assert len(start) >= 2 and not (runs["phase"] == "design").any()
+    # the scalar's divisor: a scalar's sd is the same by either route
+    s_mean = case["y_std"]["mean_y"] if metamodel else float(start["mean_y"].std(ddof=0))
+    for tid, part in tab.groupby("target_id"):
+        scalar = abs(rec.at[tid, "sim_mean_y"] - tg.at[tid, "mean_y"]) / s_mean
+        assert part["misfit_answer"].sum() + scalar == pytest.approx(rec.at[tid, "error"],
+                                                                     rel=1e-9, abs=1e-12)
+        if not metamodel:
+            # every observed point without its own sd: one divisor (the series' scale)
+            own = part[part["observed"].notna() & part["sd"].isna()]
+            assert own["weight"].nunique() == 1
+
+
 def test_figure_is_written_and_names_the_curves_left_out(linear: dict) -> None:
     png = linear["png"]
     assert png.is_file() and png.stat().st_size > 5000
@@ -212,8 +251,16 @@ def test_bad_band_and_tables_are_clear_errors() -> None:
     scale, source = delta_scale(["y@0", "y@1"], None, pd.DataFrame(
         {"phase": ["sobol"] * 3 + ["round1"], "status": "ok", "y@0": [0.0, 1.0, 2.0, 99.0],
          "y@1": [1.0, 1.0, 1.0, 5.0]}))
-    np.testing.assert_allclose(scale, [np.std([0.0, 1.0, 2.0]), 1.0])
-    assert "3 successful start runs" in source
+    # two points of one series: one scale, the root mean of their variances (as
+    # sequential's RunScale.settle), never a per-point sd
+    np.testing.assert_allclose(scale, np.sqrt(np.var([0.0, 1.0, 2.0]) / 2) * np.ones(2))
+    assert "3 successful start runs" in source and "one per series" in source
+    # the metamodel's scale: output_scale's 1 where y_std is not positive, in the
+    # study's output order
+    scale, source = delta_scale(["y@1", "y@0"], {"output_names": ["y@0", "y@1"],
+                                                 "y_std": [0.0, 2.0]})
+    np.testing.assert_allclose(scale, [2.0, 1.0])
+    assert source == "metamodel training sd"
 
 
 # ------------------------------------------------------------------- page and console

@@ -13,7 +13,8 @@ target, series and point:
 ``weight``
     what multiplies ``|curve - observed|`` in Δ at that point: the target's weight over
     Δ's divisor (:func:`simcalib.study.observations.output_weights`: the observation's
-    sd where given, else the study's scale, and 1/m over the m points a target
+    sd where given, else the study's scale as the strategies computed it
+    (:func:`delta_scale`: one per series), and 1/m over the m points a target
     observes, so each series counts as one output); 0 at an unobserved point;
 ``answer, predicted``
     the strategy's answer: the simulated curve of its chosen run (``sim_*`` of the
@@ -98,32 +99,37 @@ def series_groups(outputs: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
 
 def delta_scale(outputs: Sequence[str], meta: Mapping[str, Any] | None = None,
                 runs: pd.DataFrame | None = None) -> tuple[np.ndarray, str]:
-    """Δ's per-output divisor before the targets' sds and weights, as the strategies
-    used it: the metamodel's training sd (``metamodel.json``'s ``y_std``, with
-    :func:`~simcalib.metamodel.strategies.ledger.output_scale`'s 1 where it is not
-    positive), else, for a study without a metamodel, the sd of the search's
-    successful start runs (the run log's phases :data:`START_PHASES`), else 1.
-    Returns (scale, where it came from).  Where a target gives ``sd_<output>``, the
-    divisor is that sd whatever this scale is."""
+    """Δ's per-output divisor before the targets' sds and weights, computed by the very
+    code the strategies used (never a copy of it, which drifted once: a per-point sd
+    where the strategies give a series one scale, so the table's misfit did not add up
+    to the records' Δ): the metamodel's training sd (``metamodel.json``'s ``y_std``
+    through :func:`~simcalib.metamodel.strategies.ledger.output_scale`), else, for a
+    study without a metamodel, :meth:`~simcalib.metamodel.strategies.scale.RunScale.settle`
+    on the search's successful start runs (the run log's phases :data:`START_PHASES`:
+    one scale per series, the root mean of its points' variances), else 1.
+    Returns (scale, where it came from, in the strategies' words).  Where a target gives
+    ``sd_<output>``, the divisor is that sd whatever this scale is."""
+    from types import SimpleNamespace
+
+    from simcalib.metamodel.strategies.ledger import output_scale
+    from simcalib.metamodel.strategies.scale import TRAINING_SD, RunScale
+
     outputs = list(outputs)
     if meta is not None and meta.get("y_std") is not None:
         names = list(meta.get("output_names") or [])
         missing = [o for o in outputs if o not in names]
         if missing:
             raise DataError("metamodel.json", f"no y_std for output(s) {missing[:5]}")
-        std = np.asarray(meta["y_std"], dtype=float)
-        s = np.array([std[names.index(o)] for o in outputs])
-        return np.where(np.isfinite(s) & (s > 0), s, 1.0), "metamodel training sd"
+        s = output_scale(SimpleNamespace(output_names=names, y_std=meta["y_std"]))
+        return np.array([s[names.index(o)] for o in outputs]), TRAINING_SD
     if runs is not None and "phase" in runs and set(outputs) <= set(runs.columns):
         start = runs[runs["phase"].isin(START_PHASES)]
         if "status" in start:
             start = start[start["status"] == "ok"]
-        Y = start[outputs].to_numpy(dtype=float)
-        Y = Y[np.isfinite(Y).all(axis=1)]
-        if len(Y) >= 2:
-            sd = Y.std(axis=0)
-            return (np.where(np.isfinite(sd) & (sd > 0), sd, 1.0),
-                    f"sd of the {len(Y)} successful start runs")
+        if len(start):
+            mm = RunScale([], outputs)
+            mm.settle(start[outputs].to_numpy(dtype=float))
+            return output_scale(mm), mm.source
     return np.ones(len(outputs)), "1 (no metamodel and no start runs)"
 
 
