@@ -26,6 +26,8 @@ from simcalib.metamodel.strategies.runner import calibrate
 from simcalib.metamodel.strategies.scale import RunScale
 from simcalib.report import answer, console, first_page
 from simcalib.report.curves import (
+    DESIGN_POSTERIOR,
+    SEQUENTIAL_POSTERIOR,
     Band,
     band_sentence,
     curve_table,
@@ -113,16 +115,14 @@ def run_case(tmp: Path, fn: str, outputs: tuple[str, ...], settings: dict,
     if ppc is not None:
         ppc.to_csv(tmp / "ppc_runs.csv", index=False)
         extra += ["--posterior-runs", str(tmp / "ppc_runs.csv")]
-    rc = curves_main(["cal-curves", "--study", "lin", "--params", json.dumps(cfg),
-                      "--seed", str(SEED), "--records", str(files["records"]),
-                      "--targets", str(files["targets"]), "--runs", str(files["runs"]),
-                      "--replicates", str(replicates), "--band", "5", "95",
-                      "--max-panels", "1", "--strategy", strategy,
-                      "--output", str(out), "--output-figure", str(png), *extra])
-    assert rc == 0
+    argv = ["cal-curves", "--study", "lin", "--params", json.dumps(cfg), "--seed", str(SEED),
+            "--records", str(files["records"]), "--targets", str(files["targets"]),
+            "--runs", str(files["runs"]), "--replicates", str(replicates), "--band", "5",
+            "95", "--max-panels", "1", "--strategy", strategy, *extra]
+    assert curves_main([*argv, "--output", str(out), "--output-figure", str(png)]) == 0
     return {"rec": rec, "runs": runs, "targets": targets,
             "y_std": dict(zip(outs, y_std, strict=True)), "table": pd.read_csv(out),
-            "png": png, "csv": out}
+            "png": png, "csv": out, "argv": argv, "study": st}
 
 
 @pytest.fixture(scope="module")
@@ -206,6 +206,72 @@ def test_sequentials_misfit_adds_up_to_its_delta(tmp_path: Path, metamodel: bool
             # every observed point without its own sd: one divisor (the series' scale)
             own = part[part["observed"].notna() & part["sd"].isna()]
             assert own["weight"].nunique() == 1
+
+
+def write_draws(directory: Path, draws: dict[int, list[tuple[float, float]]]) -> None:
+    """Stand-in netCDFs of a posterior as cal-seq-posterior writes them
+    (``targets/target_<id>.nc``: 2 chains of the (a, b) draws given)."""
+    from simcalib.bayes.posterior import to_inference_data, write_netcdf
+
+    (directory / "targets").mkdir(parents=True)
+    for tid, d in draws.items():
+        X = np.array(d, dtype=float).reshape(2, -1, 2)
+        idata = to_inference_data({"a": X[..., 0], "b": X[..., 1]},
+                                  {"lp": np.zeros(X.shape[:2])}, {}, {}, {},
+                                  {"target_id": tid})
+        write_netcdf(idata, directory / "targets" / f"target_{tid}.nc")
+
+
+#: draws of sequential's stand-in posterior: 6 for target 0 (none written for target 1)
+SEQ_DRAWS = {0: [(0.1, 0.0), (0.2, 0.1), (0.3, -0.1), (0.5, 0.05), (0.4, 0.2), (0.25, 0.0)]}
+
+
+@pytest.fixture(scope="module")
+def seq_case(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """``sequential`` in a study without a metamodel, its curves drawn (a design
+    posterior's check given as well, as the workflow never does for sequential)."""
+    return run_case(tmp_path_factory.mktemp("seq"), "lin_curve", ("mean_y",),
+                    {"budget": 8, **SEQ}, replicates=3, strategy="sequential",
+                    metamodel=False, ppc=ppc_runs())
+
+
+def test_sequentials_band_is_drawn_from_its_own_posterior(seq_case: dict,
+                                                          tmp_path: Path) -> None:
+    post = tmp_path / "sequential_posterior"
+    write_draws(post, SEQ_DRAWS)
+    out, png = tmp_path / "seq.csv", tmp_path / "seq.png"
+    assert curves_main([*seq_case["argv"], "--seq-posterior", str(post), "--ppc-draws", "6",
+                        "--output", str(out), "--output-figure", str(png)]) == 0
+    tab = pd.read_csv(out, keep_default_na=False, na_values=[""])
+    t0 = tab[tab["target_id"] == 0]
+    # 6 draws of 6: every draw run once (a deterministic curve: the band is theirs)
+    Y = np.array([curve(a, b) for a, b in SEQ_DRAWS[0]])
+    assert (t0["post_runs"] == 6).all() and (t0["post_from"] == SEQUENTIAL_POSTERIOR).all()
+    np.testing.assert_allclose(t0["post_median"], np.median(Y, axis=0), atol=1e-12)
+    np.testing.assert_allclose(t0["post_low"], np.percentile(Y, 5, axis=0), atol=1e-12)
+    np.testing.assert_allclose(t0["post_high"], np.percentile(Y, 95, axis=0), atol=1e-12)
+    # the design posterior's check is not sequential's: never mixed in; a target
+    # without draws has no band
+    t1 = tab[tab["target_id"] == 1]
+    assert (t1["post_runs"] == 0).all() and t1["post_low"].isna().all()
+    assert "6 posterior draws of sequential's own posterior" in band_sentence(tab)
+    # the same table without --seq-posterior: the design posterior's band, named so
+    base = seq_case["table"]
+    assert (base["post_runs"] > 0).all() and (base["post_from"] == DESIGN_POSTERIOR).all()
+    assert "draws of the design posterior" in band_sentence(base)
+    # the rest of the table does not depend on where the band came from
+    keep = ["target_id", "point", "answer", "misfit_answer", "resim_median"]
+    pd.testing.assert_frame_equal(tab[keep], base[keep])
+    assert png.stat().st_size > 5000
+
+
+def test_seq_posterior_is_for_sequentials_answers_only(
+        linear: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [*linear["argv"], "--seq-posterior", str(tmp_path), "--ppc-draws", "3",
+            "--output", str(tmp_path / "c.csv"), "--output-figure", str(tmp_path / "c.png")]
+    assert curves_main(argv) == 2
+    assert "--seq-posterior" in capsys.readouterr().err
+    assert not (tmp_path / "c.csv").exists()
 
 
 def test_figure_is_written_and_names_the_curves_left_out(linear: dict) -> None:

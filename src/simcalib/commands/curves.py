@@ -52,6 +52,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the posterior's predictive-check runs (cal-posterior's "
                    "ppc_runs.csv): their spread per point is drawn as the posterior "
                    "predictive band (no run is made for it)")
+    p.add_argument("--seq-posterior", dest="seq_posterior", default=None, metavar="DIR",
+                   help="sequential's own posterior (cal-seq-posterior's directory, its "
+                   "targets/target_<id>.nc): for sequential's answers the posterior "
+                   "predictive band is drawn from it instead, running the simulator at "
+                   "--ppc-draws of its draws per target")
+    p.add_argument("--ppc-draws", dest="ppc_draws", type=int, default=0, metavar="K",
+                   help="draws per target of --seq-posterior to run "
+                   "(calibration.posterior.ppc_draws; 0: no band from it)")
     p.add_argument("--replicates", type=int, required=True, metavar="N",
                    help="fresh runs at each answer on a stochastic simulator (one on a "
                    "deterministic one)")
@@ -96,9 +104,23 @@ def cmd_curves(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from simcalib import io, timing
+    from simcalib.errors import ConfigError
     from simcalib.report.curve_plots import fig_curves
-    from simcalib.report.curves import Band, curve_table, delta_scale, series_misfit
+    from simcalib.report.curves import (
+        DESIGN_POSTERIOR,
+        SEQUENTIAL_POSTERIOR,
+        Band,
+        curve_table,
+        delta_scale,
+        posterior_predictive_runs,
+        series_misfit,
+    )
 
+    if args.seq_posterior and args.strategy not in ("", "sequential"):
+        raise ConfigError("--seq-posterior", "sequential's own posterior is the band of "
+                          f"sequential's answers only, not of --strategy {args.strategy}")
+    if args.ppc_draws < 0:
+        raise ConfigError("--ppc-draws", f"must be >= 0, got {args.ppc_draws}")
     study = study_from_args(args)
     seed = seed_from_args(args)
     band = Band(int(args.replicates), float(args.band[0]), float(args.band[1]))
@@ -108,8 +130,17 @@ def cmd_curves(args: argparse.Namespace) -> int:
     runs = pd.read_csv(args.runs) if args.runs and Path(args.runs).is_file() else None
     scale, source = delta_scale(study.outputs, meta, runs)
     ppc = timing.read_csv(args.ppc) if args.ppc and Path(args.ppc).is_file() else None
+    post_from, post_made = DESIGN_POSTERIOR, 0
+    if args.seq_posterior:
+        # sequential's posterior wrote draws, no predictive runs: they are made here
+        answered = records.dropna(subset=[f"x_{n}" for n in study.space.tunable_names])
+        ppc = posterior_predictive_runs(study, Path(args.seq_posterior) / "targets",
+                                        targets, answered["target_id"], int(args.ppc_draws),
+                                        seed, int(args.threads))
+        post_from, post_made = SEQUENTIAL_POSTERIOR, len(ppc)
     table, noisy = curve_table(study, records, targets, scale, band, seed,
-                               stochastic_of(study.cfg, meta), int(args.threads), ppc)
+                               stochastic_of(study.cfg, meta), int(args.threads), ppc,
+                               post_from)
     io.write_csv(table, args.output)
     index = next(iter(study.series.values())).index if study.series else "point"
     observed = not any(c.startswith("true_") for c in records.columns)
@@ -124,8 +155,9 @@ def cmd_curves(args: argparse.Namespace) -> int:
              "posterior predictive band: %s; median misfit per series: %s", study.name,
              name, table["target_id"].nunique(), len(mis), len(mis) - left, source,
              "stochastic" if noisy else "deterministic" if noisy is False else "not run",
-             f"{int(table['post_runs'].max())} runs" if len(table) and
-             table["post_runs"].max() > 0 else "none",
+             f"{int(table['post_runs'].max())} runs a target of {post_from}"
+             + (f" ({post_made} simulator runs made here)" if post_made else "")
+             if len(table) and table["post_runs"].max() > 0 else "none",
              ", ".join(f"{s} {v:.4g}" for s, v in
                        mis.groupby("series")["misfit_answer"].median().items()) or "n/a")
     return 0

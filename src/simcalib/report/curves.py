@@ -28,11 +28,17 @@ stochastic``
     their mean misfit is the records' ``rescored_error`` and every strategy sees the
     same random numbers.  On a deterministic simulator one run is made (the band is
     that curve);
-``post_median, post_low, post_high, post_runs``
-    where the study's posterior ran its predictive check (``cal_posterior``'s
-    ``ppc_runs.csv``: the simulator at ``calibration.posterior.ppc_draws`` posterior
-    draws per target), the median and the same percentiles of those runs: the
-    posterior predictive band, at no extra run (NaN and 0 without one);
+``post_median, post_low, post_high, post_runs, post_from``
+    the posterior predictive band: the median and the same percentiles of the
+    simulator at ``post_runs`` posterior draws of the target (NaN and 0 without
+    one), and which posterior drew them.  For ``sequential``'s answers, where its
+    own posterior ran (``cal_seq_posterior``), that posterior
+    (:data:`SEQUENTIAL_POSTERIOR`): it writes draws but runs no predictive check, so
+    ``calibration.posterior.ppc_draws`` of its draws per target are run here
+    (:func:`posterior_predictive_runs`; counted in the job's log).  For the other
+    strategies, and for ``sequential`` without its own, the design posterior's
+    predictive check (``cal_posterior``'s ``ppc_runs.csv``, :data:`DESIGN_POSTERIOR`),
+    at no extra run;
 ``misfit_answer, misfit_resim``
     the point's term of Δ, ``weight * |curve - observed|``: of the answer's curve, and
     its mean over the replicates.  Summed over a series' points they are the series'
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,7 +73,12 @@ START_PHASES = ("sobol", "design")
 COLUMNS = ["target_id", "series", "point", "observed", "sd", "weight", "answer",
            "predicted", "resim_median", "band_low", "band_high", "replicates",
            "band_percent_low", "band_percent_high", "stochastic", "post_median", "post_low",
-           "post_high", "post_runs", "misfit_answer", "misfit_resim"]
+           "post_high", "post_runs", "post_from", "misfit_answer", "misfit_resim"]
+
+#: ``post_from`` of a band from the design posterior's predictive check
+DESIGN_POSTERIOR = "the design posterior"
+#: ``post_from`` of a band from ``sequential``'s own posterior (its answers only)
+SEQUENTIAL_POSTERIOR = "sequential's own posterior"
 
 
 @dataclass(frozen=True)
@@ -184,6 +196,57 @@ def posterior_runs(ppc_runs: pd.DataFrame | None, columns: Sequence[str]
     return out
 
 
+def posterior_draws(path: str | Path, names: Sequence[str]) -> np.ndarray:
+    """A target's posterior draws from its netCDF (``targets/target_<id>.nc`` of a
+    posterior's directory), (draws, inputs) in ``names`` order; an unreadable file or
+    a missing input is an error naming the file."""
+    from simcalib.bayes.posterior import read_netcdf
+
+    post = read_netcdf(path).posterior
+    missing = [n for n in names if n not in post]
+    if missing:
+        raise DataError(str(path), f"no posterior draws of input(s) {missing}")
+    return np.column_stack([np.asarray(post[n].values, dtype=float).reshape(-1)
+                            for n in names])
+
+
+def posterior_predictive_runs(study: Study, draws_dir: str | Path, targets: pd.DataFrame,
+                              target_ids: Sequence[int], k: int, seed: int,
+                              threads: int = 1) -> pd.DataFrame:
+    """The simulator at ``k`` draws per target of a posterior that wrote its draws
+    (``<draws_dir>/target_<id>.nc``) but ran no predictive check (``sequential``'s
+    own): a run log as the design posterior's check writes it (``target_id``,
+    ``run_id``, ``status``, inputs, outputs), made the way that check makes it
+    (:func:`simcalib.metamodel.posterior.check.predictive_check`: ``k`` draws picked
+    at random from the chains, run ids 0..k-1, a stream per target), on streams of
+    their own (``seq-posterior-ppc``).  A target without a netCDF has no runs."""
+    from simcalib.seeds import rng
+    from simcalib.study.simulation import simulate_rows
+
+    if k < 1:
+        return pd.DataFrame()
+    names = study.space.tunable_names
+    tgt = targets.assign(target_id=targets["target_id"].astype(np.int64)).set_index(
+        "target_id")
+    pick = rng(seed, "seq-posterior-ppc", study.name)
+    frames = []
+    for tid in sorted({int(t) for t in target_ids}):
+        path = Path(draws_dir) / f"target_{tid}.nc"
+        if not path.is_file() or tid not in tgt.index:
+            continue
+        X = posterior_draws(path, names)
+        X = X[pick.choice(len(X), size=k, replace=len(X) < k)]
+        df = pd.DataFrame(X, columns=names)
+        for c in study.space.context_names:
+            df[c] = float(tgt.at[tid, c])
+        df = df[list(study.input_names)]
+        df.insert(0, "run_id", np.arange(k, dtype=np.int64))
+        res = simulate_rows(study, df, seed, stream=f"seq-posterior-ppc:{tid}",
+                            threads=threads)
+        frames.append(res.assign(target_id=tid))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def _band(Y: np.ndarray | None, band: Band, n: int
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(median, low, high) per column of ``Y``; NaN without rows."""
@@ -200,12 +263,12 @@ def _rec_values(rec: Mapping[str, Any], prefix: str, cols: Sequence[str]) -> np.
 
 def curve_rows(rec: Mapping[str, Any], target: Mapping[str, Any], weights: pd.Series,
                groups: Mapping[str, list[tuple[str, float]]], Y: np.ndarray | None,
-               band: Band, stochastic: bool, P: np.ndarray | None = None
-               ) -> list[dict[str, Any]]:
+               band: Band, stochastic: bool, P: np.ndarray | None = None,
+               post_from: str = "") -> list[dict[str, Any]]:
     """The table's rows of one target (module docstring); ``Y``: the replicates'
     outputs at the answer, columns in ``groups``' point order per series (None: not
     re-simulated); ``P``: the posterior predictive runs, the same columns (None: no
-    posterior)."""
+    posterior), drawn from the posterior ``post_from`` names."""
     rows: list[dict[str, Any]] = []
     col0 = 0
     for name, pts in groups.items():
@@ -235,18 +298,20 @@ def curve_rows(rec: Mapping[str, Any], target: Mapping[str, Any], weights: pd.Se
                          "stochastic": bool(stochastic),
                          "post_median": pmed[j], "post_low": plo[j], "post_high": phi[j],
                          "post_runs": 0 if post is None else len(post),
+                         "post_from": "" if post is None else post_from,
                          "misfit_answer": mis_ans[j], "misfit_resim": mis_res[j]})
     return rows
 
 
 def curve_table(study: Study, records: pd.DataFrame, targets: pd.DataFrame,
                 scale: np.ndarray, band: Band, seed: int, stochastic: bool | None,
-                threads: int = 1, ppc_runs: pd.DataFrame | None = None
-                ) -> tuple[pd.DataFrame, bool | None]:
+                threads: int = 1, ppc_runs: pd.DataFrame | None = None,
+                post_from: str = DESIGN_POSTERIOR) -> tuple[pd.DataFrame, bool | None]:
     """The long table of one strategy's records (module docstring) and whether the
     simulator behaved stochastically (None: no target could be re-simulated).  A
-    target without an answer (failed) has no rows.  ``ppc_runs``: the posterior's
-    predictive-check runs, for the posterior predictive band."""
+    target without an answer (failed) has no rows.  ``ppc_runs``: runs at posterior
+    draws per target (a predictive check's run log), for the posterior predictive
+    band; ``post_from``: which posterior drew them."""
     outputs = list(study.outputs)
     groups = series_groups(outputs)
     if not groups:
@@ -274,7 +339,8 @@ def curve_table(study: Study, records: pd.DataFrame, targets: pd.DataFrame,
         Y, got = replicates_at(study, x, ctx, tid, band.replicates, seed, point_cols,
                                stochastic if noisy is None else noisy, threads)
         noisy = got if noisy is None else noisy
-        rows += curve_rows(rec, target, weights.loc[tid], groups, Y, band, got, post.get(tid))
+        rows += curve_rows(rec, target, weights.loc[tid], groups, Y, band, got,
+                           post.get(tid), post_from)
     return pd.DataFrame(rows, columns=COLUMNS), noisy
 
 
@@ -304,10 +370,20 @@ def band_sentence(table: pd.DataFrame) -> str:
         "post_runs" in table and len(table)) else 0
     if k > 0:
         line += (f" Dotted band: {lo:g}-{hi:g} % of the simulator at {k} posterior draws "
-                 "(the posterior predictive check's runs).")
+                 f"of {posterior_name(table)} (its posterior predictive band).")
     return line
 
 
-__all__ = ["Band", "COLUMNS", "band_sentence", "curve_rows", "curve_table", "delta_scale",
-           "point_weights", "posterior_runs", "replicates_at", "series_groups",
-           "series_misfit"]
+def posterior_name(table: pd.DataFrame) -> str:
+    """Which posterior drew the table's posterior predictive band, in words (a table
+    written before ``post_from`` existed: the design posterior, its only source then)."""
+    if "post_from" not in table:
+        return DESIGN_POSTERIOR
+    got = [str(v) for v in table["post_from"].dropna().unique() if str(v)]
+    return " and ".join(got) if got else DESIGN_POSTERIOR
+
+
+__all__ = ["Band", "COLUMNS", "DESIGN_POSTERIOR", "SEQUENTIAL_POSTERIOR", "band_sentence",
+           "curve_rows", "curve_table", "delta_scale", "point_weights", "posterior_draws",
+           "posterior_name", "posterior_predictive_runs", "posterior_runs", "replicates_at",
+           "series_groups", "series_misfit"]

@@ -44,11 +44,20 @@ def curves_inputs(wildcards):
         "targets": f"results/{wildcards.study}/targets.csv",
     }
     out.update({k: v for k, v in mm_files(wildcards.study).items() if k == "meta"})
-    if wildcards.study in posterior_studies():
+    if uses_seq_posterior(wildcards):
+        # sequential's answers: the band from its own posterior (its draws, run here)
+        out["seq_posterior"] = f"{base}/sequential_posterior/posterior.json"
+    elif wildcards.study in posterior_studies():
         # its predictive check's runs (ppc_runs.csv, written beside ppc.csv) are the
         # posterior predictive band, at no extra run
         out["ppc"] = f"{base}/posterior/ppc.csv"
     return out
+
+
+def uses_seq_posterior(wildcards):
+    """Whether the band of this job comes from sequential's own posterior: the
+    strategy is sequential and its posterior runs (calibration.posterior.sequential)."""
+    return wildcards.strategy == "sequential" and wildcards.study in seq_posterior_studies()
 
 
 def curves_replicates(wildcards):
@@ -57,10 +66,15 @@ def curves_replicates(wildcards):
 
 
 def curves_extra_args(wildcards, input):
-    """--metamodel-info (Δ's scale) and --posterior-runs, where the study has them."""
+    """--metamodel-info (Δ's scale) and the posterior predictive band's source
+    (--posterior-runs, or --seq-posterior with calibration.posterior.ppc_draws of its
+    draws per target), where the study has them."""
     out = f"--metamodel-info {input.meta}" if hasattr(input, "meta") else ""
     if hasattr(input, "ppc"):
         out += f" --posterior-runs {os.path.join(os.path.dirname(input.ppc), 'ppc_runs.csv')}"
+    if hasattr(input, "seq_posterior"):
+        k = int(config["studies"][wildcards.study]["calibration"]["posterior"]["ppc_draws"])
+        out += f" --seq-posterior {os.path.dirname(input.seq_posterior)} --ppc-draws {k}"
     return out
 
 
