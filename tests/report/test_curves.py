@@ -274,6 +274,17 @@ def test_seq_posterior_is_for_sequentials_answers_only(
     assert not (tmp_path / "c.csv").exists()
 
 
+def test_an_extra_target_set_is_named_in_the_title_and_log(
+        linear: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    out = tmp_path / "targets_ood" / "rs.csv"
+    with caplog.at_level("INFO", logger="simcalib.commands.curves"):
+        assert curves_main([*linear["argv"], "--target-set", "targets_ood", "--output",
+                            str(out), "--output-figure", str(out.with_suffix(".png"))]) == 0
+    assert "lin (target set ood) rs: 2 target(s)" in caplog.text
+    # the table is the set's: the same records give the same table, whatever the title
+    pd.testing.assert_frame_equal(pd.read_csv(out), linear["table"])
+
+
 def test_figure_is_written_and_names_the_curves_left_out(linear: dict) -> None:
     png = linear["png"]
     assert png.is_file() and png.stat().st_size > 5000
@@ -390,10 +401,12 @@ studies:
       cases: {index: day, points: {from: 1, to: 30}}
     design: {method: sobol, n: 16, chunk_size: 16}
     targets: {n: 2}
+    extra_targets: {ood: {n: 2}}
     metamodel: {hidden: [8], epochs: 20, patience: 5, batch_size: 16}
     optimize: {solver: highs-default}
-    calibration: {enabled: true, strategies: [rs, op], budget: 4, rescore: 3,
-                  posterior: {enabled: true}}
+    calibration: {enabled: true, strategies: [rs, op, sequential], budget: 4, rescore: 3,
+                  posterior: {enabled: true, ppc_draws: 5}, extra_targets: [ood],
+                  extra_strategies: [op]}
   plain:
     simulator: {type: rosenbrock}
     parameters:
@@ -425,17 +438,34 @@ def test_dry_run_has_a_curves_job_per_strategy_of_the_series_study_only(
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    jobs = [b for b in out.split("\n\n") if "rule cal_curves:" in b]
-    assert sorted(j.split("strategy=")[1].split()[0] for j in jobs) == ["op", "rs"]
-    assert all("study=curvy" in j for j in jobs)
+    blocks = [b for b in out.split("\n\n") if "rule cal_curves:" in b]
+    jobs = {(j.split("curvedir=")[1].split(",")[0].strip(),
+             j.split("strategy=")[1].split()[0].strip(",")): j for j in blocks}
+    assert sorted(jobs) == [("curves", "op"), ("curves", "rs"), ("curves", "sequential"),
+                            ("curves/targets_ood", "op")]
+    assert all("study=curvy" in j for j in blocks)
     assert "results/plain/curves" not in out
     # the band's runs are the study's re-scoring runs; the report waits for the curves
-    assert all("--replicates 3 " in j for j in jobs)
-    # the posterior's predictive-check runs are its posterior predictive band
+    assert all("--replicates 3 " in j for j in blocks)
+    # the design posterior's predictive-check runs are its posterior predictive band ...
     ppc = "--posterior-runs results/curvy/calibration/posterior/ppc_runs.csv"
-    assert all(ppc in j and "calibration/posterior/ppc.csv" in j for j in jobs)
+    for s in ("rs", "op"):
+        assert ppc in jobs["curves", s] and "calibration/posterior/ppc.csv" in jobs["curves", s]
+    # ... but sequential's answers get sequential's own posterior, ppc_draws of its draws
+    seq = jobs["curves", "sequential"]
+    assert ("--seq-posterior results/curvy/calibration/sequential_posterior --ppc-draws 5"
+            in seq and "sequential_posterior/posterior.json" in seq and ppc not in seq)
+    # an extra target set: its own records, targets and title, no posterior band
+    ood = jobs["curves/targets_ood", "op"]
+    for want in ("--records results/curvy/calibration/targets_ood/op.csv",
+                 "--runs results/curvy/calibration/targets_ood/runs/op.csv",
+                 "--targets results/curvy/targets_ood.csv", "--target-set targets_ood",
+                 "--output results/curvy/curves/targets_ood/op.csv"):
+        assert want in ood, want
+    assert "--posterior-runs" not in ood and "--seq-posterior" not in ood
     report = next(b for b in out.split("\n\n") if "rule report_summary:" in b)
     assert "results/curvy/curves/rs.png" in report and "results/curvy/curves/op.csv" in report
+    assert "results/curvy/curves/targets_ood/op.png" in report
 
 
 def test_replicates_follow_the_declared_noise_and_the_rescoring_seeds() -> None:

@@ -68,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-panels", type=int, required=True, metavar="N",
                    help="panels drawn at most (the rest: 'n more in the CSV')")
     p.add_argument("--strategy", default="", help="the strategy's name, for the title")
+    p.add_argument("--target-set", dest="target_set", default="targets", help="the target "
+                   "set calibrated (targets, or targets_<name> of an extra set), for the "
+                   "title")
     p.add_argument("--threads", type=int, default=1, help="parallel simulator runs (a "
                    "command simulator)")
     p.add_argument("--output", required=True, help="the long CSV to write")
@@ -145,14 +148,16 @@ def cmd_curves(args: argparse.Namespace) -> int:
     index = next(iter(study.series.values())).index if study.series else "point"
     observed = not any(c.startswith("true_") for c in records.columns)
     name = args.strategy or Path(args.records).stem
-    left = fig_curves(table, args.figure, f"{study.name}: "
+    where = study.name + ("" if args.target_set == "targets" else
+                          f" (target set {args.target_set.removeprefix('targets_')})")
+    left = fig_curves(table, args.figure, f"{where}: "
                       f"{'your data' if observed else 'targets (simulated)'} vs {name}'s "
                       "answer", index=index,
                       observed_label="your data" if observed else "target",
                       max_panels=int(args.max_panels), csv_name=Path(args.output).name)
     mis = series_misfit(table)
     log.info("%s %s: %d target(s), %d curve(s) (%d drawn), scale: %s, simulator %s, "
-             "posterior predictive band: %s; median misfit per series: %s", study.name,
+             "posterior predictive band: %s; median misfit per series: %s", where,
              name, table["target_id"].nunique(), len(mis), len(mis) - left, source,
              "stochastic" if noisy else "deterministic" if noisy is False else "not run",
              f"{int(table['post_runs'].max())} runs a target of {post_from}"
