@@ -99,8 +99,10 @@ class Band:
                               f"100, got {self.low:g} {self.high:g}")
 
 
-def series_groups(outputs: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
-    """``{series: [(column, point), ...]}`` of the point columns among ``outputs``."""
+def series_point_columns(outputs: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
+    """``{series: [(column, point), ...]}`` of the point columns among ``outputs`` (the
+    columns with their index values, which the table's rows need; not
+    :func:`simcalib.metamodel.curves.series_groups`, which gives positions)."""
     out: dict[str, list[tuple[str, float]]] = {}
     for o in outputs:
         p = parse_column(o)
@@ -313,7 +315,7 @@ def curve_table(study: Study, records: pd.DataFrame, targets: pd.DataFrame,
     draws per target (a predictive check's run log), for the posterior predictive
     band; ``post_from``: which posterior drew them."""
     outputs = list(study.outputs)
-    groups = series_groups(outputs)
+    groups = series_point_columns(outputs)
     if not groups:
         raise ConfigError(f"{study.key}.series", "the study declares no series: no curve "
                           "to draw")
@@ -386,4 +388,4 @@ def posterior_name(table: pd.DataFrame) -> str:
 __all__ = ["Band", "COLUMNS", "DESIGN_POSTERIOR", "SEQUENTIAL_POSTERIOR", "band_sentence",
            "curve_rows", "curve_table", "delta_scale", "point_weights", "posterior_draws",
            "posterior_name", "posterior_predictive_runs", "posterior_runs", "replicates_at",
-           "series_groups", "series_misfit"]
+           "series_point_columns", "series_misfit"]
