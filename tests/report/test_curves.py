@@ -39,7 +39,7 @@ from simcalib.report.curves import (
 from simcalib.report.sections import Figure, Table
 from simcalib.study.model import Study
 from tests.conftest import REPO
-from tests.fixtures.curves import PARAMS, SERIES, T, curve
+from tests.fixtures.curves import PARAMS, SERIES, T, curve, noisy_curve
 
 SEED = 11
 POINTS = [f"y@{t}" for t in T]
@@ -263,6 +263,51 @@ def test_sequentials_band_is_drawn_from_its_own_posterior(seq_case: dict,
     keep = ["target_id", "point", "answer", "misfit_answer", "resim_median"]
     pd.testing.assert_frame_equal(tab[keep], base[keep])
     assert png.stat().st_size > 5000
+
+
+def noisy_mix(df: pd.DataFrame, seeds: np.ndarray) -> pd.DataFrame:
+    """The noisy curve and its mean: a scalar and a series from one stochastic run."""
+    out = pd.DataFrame({"y": list(noisy_curve(df, seeds)["y"])})
+    out["mean_y"] = [float(np.mean(c)) for c in out["y"]]
+    return out
+
+
+@pytest.mark.slow
+def test_sequentials_own_posterior_end_to_end_on_a_scalar_and_a_series(
+        tmp_path: Path) -> None:
+    """sequential -> its posterior (the files cal-seq-posterior writes) -> the band of
+    its answers, on a study mixing a scalar and a series (whose posterior once failed
+    to fit: the scalar entered its ensemble twice)."""
+    from simcalib.metamodel.posterior import sequential_posterior
+    from simcalib.report.curves import posterior_predictive_runs
+
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    cfg = {**study_cfg("lin_curve", ("mean_y",)),
+           "simulator": {"type": "python", "options": {"function": noisy_mix}}}
+    st = Study("mix", cfg)
+    targets = observed_targets(st.outputs)
+    mm = RunScale(list(st.input_names), list(st.outputs), study="mix")
+    rec, runs = calibrate(st, mm, targets, "sequential", {"budget": 16, **SEQ},
+                          {"backend": "highs"}, SEED)
+    fast = {"chains": 2, "warmup": 200, "draws": 400, "max_draws": 400, "init_draws": 200,
+            "error_dof": 0, "error_scale": 1.0, "pair_plots": 0, "save_draws": 50,
+            "obs_noise": "auto", "ppc_draws": 0}
+    sequential_posterior(st, runs, targets, rec, fast, SEQ["sequential"]["ensemble"], seed=1,
+                         out_dir=tmp_path / "sequential_posterior")
+    ppc = posterior_predictive_runs(st, tmp_path / "sequential_posterior" / "targets",
+                                    targets, rec["target_id"], 7, SEED)
+    assert sorted(ppc.groupby("target_id").size().items()) == [(0, 7), (1, 7)]
+    scale, _ = delta_scale(st.outputs, None, runs)
+    tab, _ = curve_table(st, rec, targets, scale, Band(3, 5, 95), SEED, True, ppc_runs=ppc,
+                         post_from=SEQUENTIAL_POSTERIOR)
+    assert (tab["post_runs"] == 7).all() and (tab["post_from"] == SEQUENTIAL_POSTERIOR).all()
+    assert (tab["post_low"] <= tab["post_median"]).all()
+    assert (tab["post_median"] <= tab["post_high"]).all()
+    # the draws are the posterior's: the same seed draws the same runs again
+    again = posterior_predictive_runs(st, tmp_path / "sequential_posterior" / "targets",
+                                      targets, rec["target_id"], 7, SEED)
+    pd.testing.assert_frame_equal(ppc[POINTS], again[POINTS])
 
 
 def test_seq_posterior_is_for_sequentials_answers_only(
