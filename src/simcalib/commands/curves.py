@@ -4,8 +4,11 @@ For one strategy's records of a study with ``series``: per target and series, th
 observed curve, the answer's curve, the simulator re-run at the answer on fresh seeds
 (the re-scoring replicates: a band on a stochastic simulator, one run on a
 deterministic one) and the weighted L1 misfit per point, as a long CSV and a figure
-(:mod:`simcalib.report.curves`, :mod:`simcalib.report.curve_plots`).  The
-read-me-first page shows the figure and the misfit per series.
+(:mod:`simcalib.report.curves`, :mod:`simcalib.report.curve_plots`), with a posterior
+predictive band where a posterior gives one: the design posterior's predictive-check
+runs (``--posterior-runs``), or, for ``sequential``'s answers, its own posterior's
+draws run here (``--seq-posterior``, ``--ppc-draws``).  The read-me-first page shows
+the figure and the misfit per series.
 
 Until ``simcalib.commands.curves`` is listed in ``simcalib.cli.VERB_MODULES``, the
 verb also runs as ``python -m simcalib.commands.curves cal-curves ...`` (the same

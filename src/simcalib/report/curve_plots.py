@@ -97,7 +97,11 @@ def fig_curves(table: pd.DataFrame, path: str | os.PathLike[str], title: str,
         note += f"  {left} more curve(s) in {csv_name}."
     fig.suptitle(title)
     fig.text(0.01, 0.005, note, fontsize=7, ha="left", va="bottom", wrap=True)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    # room under the panels for the note's wrapped lines (7 pt: ~20 characters and
+    # 0.13 in a line per inch of width), so it never runs into the axis labels
+    width, height = fig.get_size_inches()
+    lines = -(-len(note) // max(1, int(20 * width)))
+    fig.tight_layout(rect=(0, min(0.4, (0.13 * lines + 0.05) / height), 1, 1))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)

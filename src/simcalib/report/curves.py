@@ -2,8 +2,9 @@
 observed curve beside the answer's curve and a band of fresh re-simulations there,
 with the misfit per point and per series.
 
-One long table per strategy (``results/<study>/curves/<strategy>.csv``), a row per
-target, series and point:
+One long table per strategy (``results/<study>/curves/<strategy>.csv``; on an extra
+target set ``results/<study>/curves/targets_<name>/<strategy>.csv``), a row per target,
+series and point:
 
 ``target_id, series, point``
     which curve and where (the point is the series' index value, e.g. the day);
