@@ -25,7 +25,7 @@ CURVE_DIR = r"curves(/targets_[A-Za-z0-9_]+)?"
 
 def curves_caldir(wildcards):
     """The calibration directory whose records a curves directory draws."""
-    return "calibration" + wildcards.curvedir[len("curves") :]
+    return f"calibration{wildcards.curvedir.removeprefix('curves')}"
 
 
 def curves_target_set(wildcards):
