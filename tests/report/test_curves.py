@@ -26,6 +26,8 @@ from simcalib.metamodel.strategies.runner import calibrate
 from simcalib.metamodel.strategies.scale import RunScale
 from simcalib.report import answer, console, first_page
 from simcalib.report.curves import (
+    DESIGN_POSTERIOR,
+    SEQUENTIAL_POSTERIOR,
     Band,
     band_sentence,
     curve_table,
@@ -37,7 +39,7 @@ from simcalib.report.curves import (
 from simcalib.report.sections import Figure, Table
 from simcalib.study.model import Study
 from tests.conftest import REPO
-from tests.fixtures.curves import PARAMS, SERIES, T, curve
+from tests.fixtures.curves import PARAMS, SERIES, T, curve, noisy_curve
 
 SEED = 11
 POINTS = [f"y@{t}" for t in T]
@@ -78,37 +80,49 @@ def ppc_runs(failed: int = 1) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: a small ``sequential`` (2 members, few epochs): what it answers is not under test here
+SEQ = {"sequential": {"ensemble": {"members": 2, "hidden": [8], "epochs": 100,
+                                   "warm_epochs": 50, "patience": 20},
+                      "solver": {"options": {"mip_max_nodes": 100}}}}
+
+
 def run_case(tmp: Path, fn: str, outputs: tuple[str, ...], settings: dict,
-             replicates: int, ppc: pd.DataFrame | None = None) -> dict:
-    """A strategy (rs) on the observed curves, its files written as the workflow writes
-    them, then ``cal-curves`` on them; the frames and paths back."""
+             replicates: int, ppc: pd.DataFrame | None = None, strategy: str = "rs",
+             metamodel: bool = True) -> dict:
+    """A strategy on the observed curves, its files written as the workflow writes
+    them, then ``cal-curves`` on them; the frames and paths back.  ``metamodel``:
+    whether the study has one (Δ's scale its training sd, passed as metamodel.json),
+    else a study that only ``sequential`` calibrates (the scale from its start runs)."""
     cfg = study_cfg(fn, outputs)
     st = Study("lin", cfg)
     outs = st.outputs
     targets = observed_targets(outs)
     y_std = np.linspace(0.5, 1.0, len(outs))
-    mm = RunScale(st.input_names, outs, y_std=y_std.copy(), source="metamodel training sd")
-    rec, runs = calibrate(st, mm, targets, "rs", settings, {}, SEED)
+    mm = (RunScale(st.input_names, outs, y_std=y_std.copy(), source="metamodel training sd")
+          if metamodel else RunScale(list(st.input_names), list(outs), study="lin"))
+    solver = {"backend": "highs"} if strategy == "sequential" else {}
+    rec, runs = calibrate(st, mm, targets, strategy, settings, solver, SEED)
     files = {k: tmp / f"{k}.csv" for k in ("records", "targets", "runs")}
     rec.to_csv(files["records"], index=False)
     targets.to_csv(files["targets"], index=False)
     runs.to_csv(files["runs"], index=False)
-    meta = tmp / "metamodel.json"
-    meta.write_text(json.dumps({"output_names": outs, "y_std": y_std.tolist()}))
-    out, png = tmp / "curves" / "rs.csv", tmp / "curves" / "rs.png"
     extra = []
+    if metamodel:
+        meta = tmp / "metamodel.json"
+        meta.write_text(json.dumps({"output_names": outs, "y_std": y_std.tolist()}))
+        extra = ["--metamodel-info", str(meta)]
+    out, png = tmp / "curves" / f"{strategy}.csv", tmp / "curves" / f"{strategy}.png"
     if ppc is not None:
         ppc.to_csv(tmp / "ppc_runs.csv", index=False)
-        extra = ["--posterior-runs", str(tmp / "ppc_runs.csv")]
-    rc = curves_main(["cal-curves", "--study", "lin", "--params", json.dumps(cfg),
-                      "--seed", str(SEED), "--records", str(files["records"]),
-                      "--targets", str(files["targets"]), "--runs", str(files["runs"]),
-                      "--metamodel-info", str(meta), "--replicates", str(replicates),
-                      "--band", "5", "95", "--max-panels", "1", "--strategy", "rs",
-                      "--output", str(out), "--output-figure", str(png), *extra])
-    assert rc == 0
-    return {"rec": rec, "targets": targets, "y_std": dict(zip(outs, y_std, strict=True)),
-            "table": pd.read_csv(out), "png": png, "csv": out}
+        extra += ["--posterior-runs", str(tmp / "ppc_runs.csv")]
+    argv = ["cal-curves", "--study", "lin", "--params", json.dumps(cfg), "--seed", str(SEED),
+            "--records", str(files["records"]), "--targets", str(files["targets"]),
+            "--runs", str(files["runs"]), "--replicates", str(replicates), "--band", "5",
+            "95", "--max-panels", "1", "--strategy", strategy, *extra]
+    assert curves_main([*argv, "--output", str(out), "--output-figure", str(png)]) == 0
+    return {"rec": rec, "runs": runs, "targets": targets,
+            "y_std": dict(zip(outs, y_std, strict=True)), "table": pd.read_csv(out),
+            "png": png, "csv": out, "argv": argv, "study": st}
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +183,153 @@ def test_misfit_is_the_weighted_l1_and_sums_to_the_strategys_delta(linear: dict)
     np.testing.assert_allclose(per["misfit_answer"], per["misfit_resim"], rtol=1e-12)
 
 
+@pytest.mark.parametrize("metamodel", [True, False], ids=["metamodel", "no-metamodel"])
+def test_sequentials_misfit_adds_up_to_its_delta(tmp_path: Path, metamodel: bool) -> None:
+    """The table's misfit of the answer, summed over the curve's points plus the
+    scalar's term, is the records' Δ: with a metamodel (its training sd) and in a study
+    that only ``sequential`` calibrates (its start runs' scale: one per series, so every
+    point of a curve without an sd of its own shares one divisor)."""
+    case = run_case(tmp_path, "lin_curve", ("mean_y",), {"budget": 8, **SEQ}, replicates=3,
+                    strategy="sequential", metamodel=metamodel)
+    tab, tg = case["table"], case["targets"].set_index("target_id")
+    rec = case["rec"].set_index("target_id")
+    runs = case["runs"]
+    start = runs[(runs["phase"] == "sobol") & (runs["status"] == "ok")]
+    assert len(start) >= 2 and not (runs["phase"] == "design").any()
+    # the scalar's divisor: a scalar's sd is the same by either route
+    s_mean = case["y_std"]["mean_y"] if metamodel else float(start["mean_y"].std(ddof=0))
+    for tid, part in tab.groupby("target_id"):
+        scalar = abs(rec.at[tid, "sim_mean_y"] - tg.at[tid, "mean_y"]) / s_mean
+        assert part["misfit_answer"].sum() + scalar == pytest.approx(rec.at[tid, "error"],
+                                                                     rel=1e-9, abs=1e-12)
+        if not metamodel:
+            # every observed point without its own sd: one divisor (the series' scale)
+            own = part[part["observed"].notna() & part["sd"].isna()]
+            assert own["weight"].nunique() == 1
+
+
+def write_draws(directory: Path, draws: dict[int, list[tuple[float, float]]]) -> None:
+    """Stand-in netCDFs of a posterior as cal-seq-posterior writes them
+    (``targets/target_<id>.nc``: 2 chains of the (a, b) draws given)."""
+    from simcalib.bayes.posterior import to_inference_data, write_netcdf
+
+    (directory / "targets").mkdir(parents=True)
+    for tid, d in draws.items():
+        X = np.array(d, dtype=float).reshape(2, -1, 2)
+        idata = to_inference_data({"a": X[..., 0], "b": X[..., 1]},
+                                  {"lp": np.zeros(X.shape[:2])}, {}, {}, {},
+                                  {"target_id": tid})
+        write_netcdf(idata, directory / "targets" / f"target_{tid}.nc")
+
+
+#: draws of sequential's stand-in posterior: 6 for target 0 (none written for target 1)
+SEQ_DRAWS = {0: [(0.1, 0.0), (0.2, 0.1), (0.3, -0.1), (0.5, 0.05), (0.4, 0.2), (0.25, 0.0)]}
+
+
+@pytest.fixture(scope="module")
+def seq_case(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """``sequential`` in a study without a metamodel, its curves drawn (a design
+    posterior's check given as well, as the workflow never does for sequential)."""
+    return run_case(tmp_path_factory.mktemp("seq"), "lin_curve", ("mean_y",),
+                    {"budget": 8, **SEQ}, replicates=3, strategy="sequential",
+                    metamodel=False, ppc=ppc_runs())
+
+
+def test_sequentials_band_is_drawn_from_its_own_posterior(seq_case: dict,
+                                                          tmp_path: Path) -> None:
+    post = tmp_path / "sequential_posterior"
+    write_draws(post, SEQ_DRAWS)
+    out, png = tmp_path / "seq.csv", tmp_path / "seq.png"
+    assert curves_main([*seq_case["argv"], "--seq-posterior", str(post), "--ppc-draws", "6",
+                        "--output", str(out), "--output-figure", str(png)]) == 0
+    tab = pd.read_csv(out, keep_default_na=False, na_values=[""])
+    t0 = tab[tab["target_id"] == 0]
+    # 6 draws of 6: every draw run once (a deterministic curve: the band is theirs)
+    Y = np.array([curve(a, b) for a, b in SEQ_DRAWS[0]])
+    assert (t0["post_runs"] == 6).all() and (t0["post_from"] == SEQUENTIAL_POSTERIOR).all()
+    np.testing.assert_allclose(t0["post_median"], np.median(Y, axis=0), atol=1e-12)
+    np.testing.assert_allclose(t0["post_low"], np.percentile(Y, 5, axis=0), atol=1e-12)
+    np.testing.assert_allclose(t0["post_high"], np.percentile(Y, 95, axis=0), atol=1e-12)
+    # the design posterior's check is not sequential's: never mixed in; a target
+    # without draws has no band
+    t1 = tab[tab["target_id"] == 1]
+    assert (t1["post_runs"] == 0).all() and t1["post_low"].isna().all()
+    assert "6 posterior draws of sequential's own posterior" in band_sentence(tab)
+    # the same table without --seq-posterior: the design posterior's band, named so
+    base = seq_case["table"]
+    assert (base["post_runs"] > 0).all() and (base["post_from"] == DESIGN_POSTERIOR).all()
+    assert "draws of the design posterior" in band_sentence(base)
+    # the rest of the table does not depend on where the band came from
+    keep = ["target_id", "point", "answer", "misfit_answer", "resim_median"]
+    pd.testing.assert_frame_equal(tab[keep], base[keep])
+    assert png.stat().st_size > 5000
+
+
+def noisy_mix(df: pd.DataFrame, seeds: np.ndarray) -> pd.DataFrame:
+    """The noisy curve and its mean: a scalar and a series from one stochastic run."""
+    out = pd.DataFrame({"y": list(noisy_curve(df, seeds)["y"])})
+    out["mean_y"] = [float(np.mean(c)) for c in out["y"]]
+    return out
+
+
+@pytest.mark.slow
+def test_sequentials_own_posterior_end_to_end_on_a_scalar_and_a_series(
+        tmp_path: Path) -> None:
+    """sequential -> its posterior (the files cal-seq-posterior writes) -> the band of
+    its answers, on a study mixing a scalar and a series (whose posterior once failed
+    to fit: the scalar entered its ensemble twice)."""
+    from simcalib.metamodel.posterior import sequential_posterior
+    from simcalib.report.curves import posterior_predictive_runs
+
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    cfg = {**study_cfg("lin_curve", ("mean_y",)),
+           "simulator": {"type": "python", "options": {"function": noisy_mix}}}
+    st = Study("mix", cfg)
+    targets = observed_targets(st.outputs)
+    mm = RunScale(list(st.input_names), list(st.outputs), study="mix")
+    rec, runs = calibrate(st, mm, targets, "sequential", {"budget": 16, **SEQ},
+                          {"backend": "highs"}, SEED)
+    fast = {"chains": 2, "warmup": 200, "draws": 400, "max_draws": 400, "init_draws": 200,
+            "error_dof": 0, "error_scale": 1.0, "pair_plots": 0, "save_draws": 50,
+            "obs_noise": "auto", "ppc_draws": 0}
+    sequential_posterior(st, runs, targets, rec, fast, SEQ["sequential"]["ensemble"], seed=1,
+                         out_dir=tmp_path / "sequential_posterior")
+    ppc = posterior_predictive_runs(st, tmp_path / "sequential_posterior" / "targets",
+                                    targets, rec["target_id"], 7, SEED)
+    assert sorted(ppc.groupby("target_id").size().items()) == [(0, 7), (1, 7)]
+    scale, _ = delta_scale(st.outputs, None, runs)
+    tab, _ = curve_table(st, rec, targets, scale, Band(3, 5, 95), SEED, True, ppc_runs=ppc,
+                         post_from=SEQUENTIAL_POSTERIOR)
+    assert (tab["post_runs"] == 7).all() and (tab["post_from"] == SEQUENTIAL_POSTERIOR).all()
+    assert (tab["post_low"] <= tab["post_median"]).all()
+    assert (tab["post_median"] <= tab["post_high"]).all()
+    # the draws are the posterior's: the same seed draws the same runs again
+    again = posterior_predictive_runs(st, tmp_path / "sequential_posterior" / "targets",
+                                      targets, rec["target_id"], 7, SEED)
+    pd.testing.assert_frame_equal(ppc[POINTS], again[POINTS])
+
+
+def test_seq_posterior_is_for_sequentials_answers_only(
+        linear: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [*linear["argv"], "--seq-posterior", str(tmp_path), "--ppc-draws", "3",
+            "--output", str(tmp_path / "c.csv"), "--output-figure", str(tmp_path / "c.png")]
+    assert curves_main(argv) == 2
+    assert "--seq-posterior" in capsys.readouterr().err
+    assert not (tmp_path / "c.csv").exists()
+
+
+def test_an_extra_target_set_is_named_in_the_title_and_log(
+        linear: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    out = tmp_path / "targets_ood" / "rs.csv"
+    with caplog.at_level("INFO", logger="simcalib.commands.curves"):
+        assert curves_main([*linear["argv"], "--target-set", "targets_ood", "--output",
+                            str(out), "--output-figure", str(out.with_suffix(".png"))]) == 0
+    assert "lin (target set ood) rs: 2 target(s)" in caplog.text
+    # the table is the set's: the same records give the same table, whatever the title
+    pd.testing.assert_frame_equal(pd.read_csv(out), linear["table"])
+
+
 def test_figure_is_written_and_names_the_curves_left_out(linear: dict) -> None:
     png = linear["png"]
     assert png.is_file() and png.stat().st_size > 5000
@@ -212,8 +373,16 @@ def test_bad_band_and_tables_are_clear_errors() -> None:
     scale, source = delta_scale(["y@0", "y@1"], None, pd.DataFrame(
         {"phase": ["sobol"] * 3 + ["round1"], "status": "ok", "y@0": [0.0, 1.0, 2.0, 99.0],
          "y@1": [1.0, 1.0, 1.0, 5.0]}))
-    np.testing.assert_allclose(scale, [np.std([0.0, 1.0, 2.0]), 1.0])
-    assert "3 successful start runs" in source
+    # two points of one series: one scale, the root mean of their variances (as
+    # sequential's RunScale.settle), never a per-point sd
+    np.testing.assert_allclose(scale, np.sqrt(np.var([0.0, 1.0, 2.0]) / 2) * np.ones(2))
+    assert "3 successful start runs" in source and "one per series" in source
+    # the metamodel's scale: output_scale's 1 where y_std is not positive, in the
+    # study's output order
+    scale, source = delta_scale(["y@1", "y@0"], {"output_names": ["y@0", "y@1"],
+                                                 "y_std": [0.0, 2.0]})
+    np.testing.assert_allclose(scale, [2.0, 1.0])
+    assert source == "metamodel training sd"
 
 
 # ------------------------------------------------------------------- page and console
@@ -277,10 +446,12 @@ studies:
       cases: {index: day, points: {from: 1, to: 30}}
     design: {method: sobol, n: 16, chunk_size: 16}
     targets: {n: 2}
+    extra_targets: {ood: {n: 2}}
     metamodel: {hidden: [8], epochs: 20, patience: 5, batch_size: 16}
     optimize: {solver: highs-default}
-    calibration: {enabled: true, strategies: [rs, op], budget: 4, rescore: 3,
-                  posterior: {enabled: true}}
+    calibration: {enabled: true, strategies: [rs, op, sequential], budget: 4, rescore: 3,
+                  posterior: {enabled: true, ppc_draws: 5}, extra_targets: [ood],
+                  extra_strategies: [op]}
   plain:
     simulator: {type: rosenbrock}
     parameters:
@@ -312,17 +483,34 @@ def test_dry_run_has_a_curves_job_per_strategy_of_the_series_study_only(
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    jobs = [b for b in out.split("\n\n") if "rule cal_curves:" in b]
-    assert sorted(j.split("strategy=")[1].split()[0] for j in jobs) == ["op", "rs"]
-    assert all("study=curvy" in j for j in jobs)
+    blocks = [b for b in out.split("\n\n") if "rule cal_curves:" in b]
+    jobs = {(j.split("curvedir=")[1].split(",")[0].strip(),
+             j.split("strategy=")[1].split()[0].strip(",")): j for j in blocks}
+    assert sorted(jobs) == [("curves", "op"), ("curves", "rs"), ("curves", "sequential"),
+                            ("curves/targets_ood", "op")]
+    assert all("study=curvy" in j for j in blocks)
     assert "results/plain/curves" not in out
     # the band's runs are the study's re-scoring runs; the report waits for the curves
-    assert all("--replicates 3 " in j for j in jobs)
-    # the posterior's predictive-check runs are its posterior predictive band
+    assert all("--replicates 3 " in j for j in blocks)
+    # the design posterior's predictive-check runs are its posterior predictive band ...
     ppc = "--posterior-runs results/curvy/calibration/posterior/ppc_runs.csv"
-    assert all(ppc in j and "calibration/posterior/ppc.csv" in j for j in jobs)
+    for s in ("rs", "op"):
+        assert ppc in jobs["curves", s] and "calibration/posterior/ppc.csv" in jobs["curves", s]
+    # ... but sequential's answers get sequential's own posterior, ppc_draws of its draws
+    seq = jobs["curves", "sequential"]
+    assert ("--seq-posterior results/curvy/calibration/sequential_posterior --ppc-draws 5"
+            in seq and "sequential_posterior/posterior.json" in seq and ppc not in seq)
+    # an extra target set: its own records, targets and title, no posterior band
+    ood = jobs["curves/targets_ood", "op"]
+    for want in ("--records results/curvy/calibration/targets_ood/op.csv",
+                 "--runs results/curvy/calibration/targets_ood/runs/op.csv",
+                 "--targets results/curvy/targets_ood.csv", "--target-set targets_ood",
+                 "--output results/curvy/curves/targets_ood/op.csv"):
+        assert want in ood, want
+    assert "--posterior-runs" not in ood and "--seq-posterior" not in ood
     report = next(b for b in out.split("\n\n") if "rule report_summary:" in b)
     assert "results/curvy/curves/rs.png" in report and "results/curvy/curves/op.csv" in report
+    assert "results/curvy/curves/targets_ood/op.png" in report
 
 
 def test_replicates_follow_the_declared_noise_and_the_rescoring_seeds() -> None:

@@ -5,7 +5,8 @@ number on it is in the CSV beside it).
 Per panel: the observed points (black, with ±sd bars where the observations give
 sds), the answer's own run (solid), the median of the fresh re-runs at the answer
 (dashed) and their band (shaded; absent on a deterministic simulator), the posterior
-predictive band where the study's posterior ran its check (dotted, hatched), and the
+predictive band (dotted, hatched; the legend names its posterior: sequential's own
+for sequential's answers, else the design posterior's predictive check), and the
 series' weighted L1 misfit of both curves in the title.  At most ``max_panels`` panels; the
 rest are named as "n more in <csv>" under the figure, so a study of 500 targets
 still gives a figure one can read.
@@ -23,7 +24,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from simcalib.io import atomic_path  # noqa: E402
-from simcalib.report.curves import band_sentence, series_misfit  # noqa: E402
+from simcalib.report.curves import (  # noqa: E402
+    band_sentence,
+    posterior_name,
+    series_misfit,
+)
 
 OBSERVED = "black"
 ANSWER = "#d95f02"
@@ -41,7 +46,8 @@ def _panel(ax: plt.Axes, part: pd.DataFrame, title: str, observed_label: str) ->
     phi = part["post_high"].to_numpy(dtype=float) if "post_high" in part else hi * np.nan
     if np.isfinite(plo).any():
         ax.fill_between(t, plo, phi, facecolor="none", edgecolor=POSTERIOR, hatch="....",
-                        lw=0.8, ls=":", label="posterior predictive band")
+                        lw=0.8, ls=":",
+                        label=f"posterior predictive band ({posterior_name(part)})")
     if np.isfinite(lo).any() and not np.allclose(lo, hi, equal_nan=True):
         ax.fill_between(t, lo, hi, color=RESIM, alpha=0.25, lw=0, label="band of the re-runs")
     ax.plot(t, part["resim_median"].to_numpy(dtype=float), "--", color=RESIM, lw=1.4,
@@ -91,7 +97,11 @@ def fig_curves(table: pd.DataFrame, path: str | os.PathLike[str], title: str,
         note += f"  {left} more curve(s) in {csv_name}."
     fig.suptitle(title)
     fig.text(0.01, 0.005, note, fontsize=7, ha="left", va="bottom", wrap=True)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    # room under the panels for the note's wrapped lines (7 pt: ~20 characters and
+    # 0.13 in a line per inch of width), so it never runs into the axis labels
+    width, height = fig.get_size_inches()
+    lines = -(-len(note) // max(1, int(20 * width)))
+    fig.tight_layout(rect=(0, min(0.4, (0.13 * lines + 0.05) / height), 1, 1))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)

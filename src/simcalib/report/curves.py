@@ -2,8 +2,9 @@
 observed curve beside the answer's curve and a band of fresh re-simulations there,
 with the misfit per point and per series.
 
-One long table per strategy (``results/<study>/curves/<strategy>.csv``), a row per
-target, series and point:
+One long table per strategy (``results/<study>/curves/<strategy>.csv``; on an extra
+target set ``results/<study>/curves/targets_<name>/<strategy>.csv``), a row per target,
+series and point:
 
 ``target_id, series, point``
     which curve and where (the point is the series' index value, e.g. the day);
@@ -13,7 +14,8 @@ target, series and point:
 ``weight``
     what multiplies ``|curve - observed|`` in Δ at that point: the target's weight over
     Δ's divisor (:func:`simcalib.study.observations.output_weights`: the observation's
-    sd where given, else the study's scale, and 1/m over the m points a target
+    sd where given, else the study's scale as the strategies computed it
+    (:func:`delta_scale`: one per series), and 1/m over the m points a target
     observes, so each series counts as one output); 0 at an unobserved point;
 ``answer, predicted``
     the strategy's answer: the simulated curve of its chosen run (``sim_*`` of the
@@ -27,11 +29,17 @@ stochastic``
     their mean misfit is the records' ``rescored_error`` and every strategy sees the
     same random numbers.  On a deterministic simulator one run is made (the band is
     that curve);
-``post_median, post_low, post_high, post_runs``
-    where the study's posterior ran its predictive check (``cal_posterior``'s
-    ``ppc_runs.csv``: the simulator at ``calibration.posterior.ppc_draws`` posterior
-    draws per target), the median and the same percentiles of those runs: the
-    posterior predictive band, at no extra run (NaN and 0 without one);
+``post_median, post_low, post_high, post_runs, post_from``
+    the posterior predictive band: the median and the same percentiles of the
+    simulator at ``post_runs`` posterior draws of the target (NaN and 0 without
+    one), and which posterior drew them.  For ``sequential``'s answers, where its
+    own posterior ran (``cal_seq_posterior``), that posterior
+    (:data:`SEQUENTIAL_POSTERIOR`): it writes draws but runs no predictive check, so
+    ``calibration.posterior.ppc_draws`` of its draws per target are run here
+    (:func:`posterior_predictive_runs`; counted in the job's log).  For the other
+    strategies, and for ``sequential`` without its own, the design posterior's
+    predictive check (``cal_posterior``'s ``ppc_runs.csv``, :data:`DESIGN_POSTERIOR`),
+    at no extra run;
 ``misfit_answer, misfit_resim``
     the point's term of Δ, ``weight * |curve - observed|``: of the answer's curve, and
     its mean over the replicates.  Summed over a series' points they are the series'
@@ -48,6 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,7 +74,12 @@ START_PHASES = ("sobol", "design")
 COLUMNS = ["target_id", "series", "point", "observed", "sd", "weight", "answer",
            "predicted", "resim_median", "band_low", "band_high", "replicates",
            "band_percent_low", "band_percent_high", "stochastic", "post_median", "post_low",
-           "post_high", "post_runs", "misfit_answer", "misfit_resim"]
+           "post_high", "post_runs", "post_from", "misfit_answer", "misfit_resim"]
+
+#: ``post_from`` of a band from the design posterior's predictive check
+DESIGN_POSTERIOR = "the design posterior"
+#: ``post_from`` of a band from ``sequential``'s own posterior (its answers only)
+SEQUENTIAL_POSTERIOR = "sequential's own posterior"
 
 
 @dataclass(frozen=True)
@@ -86,8 +100,10 @@ class Band:
                               f"100, got {self.low:g} {self.high:g}")
 
 
-def series_groups(outputs: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
-    """``{series: [(column, point), ...]}`` of the point columns among ``outputs``."""
+def series_point_columns(outputs: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
+    """``{series: [(column, point), ...]}`` of the point columns among ``outputs`` (the
+    columns with their index values, which the table's rows need; not
+    :func:`simcalib.metamodel.curves.series_groups`, which gives positions)."""
     out: dict[str, list[tuple[str, float]]] = {}
     for o in outputs:
         p = parse_column(o)
@@ -98,32 +114,37 @@ def series_groups(outputs: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
 
 def delta_scale(outputs: Sequence[str], meta: Mapping[str, Any] | None = None,
                 runs: pd.DataFrame | None = None) -> tuple[np.ndarray, str]:
-    """Δ's per-output divisor before the targets' sds and weights, as the strategies
-    used it: the metamodel's training sd (``metamodel.json``'s ``y_std``, with
-    :func:`~simcalib.metamodel.strategies.ledger.output_scale`'s 1 where it is not
-    positive), else, for a study without a metamodel, the sd of the search's
-    successful start runs (the run log's phases :data:`START_PHASES`), else 1.
-    Returns (scale, where it came from).  Where a target gives ``sd_<output>``, the
-    divisor is that sd whatever this scale is."""
+    """Δ's per-output divisor before the targets' sds and weights, computed by the very
+    code the strategies used (never a copy of it, which drifted once: a per-point sd
+    where the strategies give a series one scale, so the table's misfit did not add up
+    to the records' Δ): the metamodel's training sd (``metamodel.json``'s ``y_std``
+    through :func:`~simcalib.metamodel.strategies.ledger.output_scale`), else, for a
+    study without a metamodel, :meth:`~simcalib.metamodel.strategies.scale.RunScale.settle`
+    on the search's successful start runs (the run log's phases :data:`START_PHASES`:
+    one scale per series, the root mean of its points' variances), else 1.
+    Returns (scale, where it came from, in the strategies' words).  Where a target gives
+    ``sd_<output>``, the divisor is that sd whatever this scale is."""
+    from types import SimpleNamespace
+
+    from simcalib.metamodel.strategies.ledger import output_scale
+    from simcalib.metamodel.strategies.scale import TRAINING_SD, RunScale
+
     outputs = list(outputs)
     if meta is not None and meta.get("y_std") is not None:
         names = list(meta.get("output_names") or [])
         missing = [o for o in outputs if o not in names]
         if missing:
             raise DataError("metamodel.json", f"no y_std for output(s) {missing[:5]}")
-        std = np.asarray(meta["y_std"], dtype=float)
-        s = np.array([std[names.index(o)] for o in outputs])
-        return np.where(np.isfinite(s) & (s > 0), s, 1.0), "metamodel training sd"
+        s = output_scale(SimpleNamespace(output_names=names, y_std=meta["y_std"]))
+        return np.array([s[names.index(o)] for o in outputs]), TRAINING_SD
     if runs is not None and "phase" in runs and set(outputs) <= set(runs.columns):
         start = runs[runs["phase"].isin(START_PHASES)]
         if "status" in start:
             start = start[start["status"] == "ok"]
-        Y = start[outputs].to_numpy(dtype=float)
-        Y = Y[np.isfinite(Y).all(axis=1)]
-        if len(Y) >= 2:
-            sd = Y.std(axis=0)
-            return (np.where(np.isfinite(sd) & (sd > 0), sd, 1.0),
-                    f"sd of the {len(Y)} successful start runs")
+        if len(start):
+            mm = RunScale([], outputs)
+            mm.settle(start[outputs].to_numpy(dtype=float))
+            return output_scale(mm), mm.source
     return np.ones(len(outputs)), "1 (no metamodel and no start runs)"
 
 
@@ -178,6 +199,57 @@ def posterior_runs(ppc_runs: pd.DataFrame | None, columns: Sequence[str]
     return out
 
 
+def posterior_draws(path: str | Path, names: Sequence[str]) -> np.ndarray:
+    """A target's posterior draws from its netCDF (``targets/target_<id>.nc`` of a
+    posterior's directory), (draws, inputs) in ``names`` order; an unreadable file or
+    a missing input is an error naming the file."""
+    from simcalib.bayes.posterior import read_netcdf
+
+    post = read_netcdf(path).posterior
+    missing = [n for n in names if n not in post]
+    if missing:
+        raise DataError(str(path), f"no posterior draws of input(s) {missing}")
+    return np.column_stack([np.asarray(post[n].values, dtype=float).reshape(-1)
+                            for n in names])
+
+
+def posterior_predictive_runs(study: Study, draws_dir: str | Path, targets: pd.DataFrame,
+                              target_ids: Sequence[int], k: int, seed: int,
+                              threads: int = 1) -> pd.DataFrame:
+    """The simulator at ``k`` draws per target of a posterior that wrote its draws
+    (``<draws_dir>/target_<id>.nc``) but ran no predictive check (``sequential``'s
+    own): a run log as the design posterior's check writes it (``target_id``,
+    ``run_id``, ``status``, inputs, outputs), made the way that check makes it
+    (:func:`simcalib.metamodel.posterior.check.predictive_check`: ``k`` draws picked
+    at random from the chains, run ids 0..k-1, a stream per target), on streams of
+    their own (``seq-posterior-ppc``).  A target without a netCDF has no runs."""
+    from simcalib.seeds import rng
+    from simcalib.study.simulation import simulate_rows
+
+    if k < 1:
+        return pd.DataFrame()
+    names = study.space.tunable_names
+    tgt = targets.assign(target_id=targets["target_id"].astype(np.int64)).set_index(
+        "target_id")
+    pick = rng(seed, "seq-posterior-ppc", study.name)
+    frames = []
+    for tid in sorted({int(t) for t in target_ids}):
+        path = Path(draws_dir) / f"target_{tid}.nc"
+        if not path.is_file() or tid not in tgt.index:
+            continue
+        X = posterior_draws(path, names)
+        X = X[pick.choice(len(X), size=k, replace=len(X) < k)]
+        df = pd.DataFrame(X, columns=names)
+        for c in study.space.context_names:
+            df[c] = float(tgt.at[tid, c])
+        df = df[list(study.input_names)]
+        df.insert(0, "run_id", np.arange(k, dtype=np.int64))
+        res = simulate_rows(study, df, seed, stream=f"seq-posterior-ppc:{tid}",
+                            threads=threads)
+        frames.append(res.assign(target_id=tid))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def _band(Y: np.ndarray | None, band: Band, n: int
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(median, low, high) per column of ``Y``; NaN without rows."""
@@ -194,12 +266,12 @@ def _rec_values(rec: Mapping[str, Any], prefix: str, cols: Sequence[str]) -> np.
 
 def curve_rows(rec: Mapping[str, Any], target: Mapping[str, Any], weights: pd.Series,
                groups: Mapping[str, list[tuple[str, float]]], Y: np.ndarray | None,
-               band: Band, stochastic: bool, P: np.ndarray | None = None
-               ) -> list[dict[str, Any]]:
+               band: Band, stochastic: bool, P: np.ndarray | None = None,
+               post_from: str = "") -> list[dict[str, Any]]:
     """The table's rows of one target (module docstring); ``Y``: the replicates'
     outputs at the answer, columns in ``groups``' point order per series (None: not
     re-simulated); ``P``: the posterior predictive runs, the same columns (None: no
-    posterior)."""
+    posterior), drawn from the posterior ``post_from`` names."""
     rows: list[dict[str, Any]] = []
     col0 = 0
     for name, pts in groups.items():
@@ -229,20 +301,22 @@ def curve_rows(rec: Mapping[str, Any], target: Mapping[str, Any], weights: pd.Se
                          "stochastic": bool(stochastic),
                          "post_median": pmed[j], "post_low": plo[j], "post_high": phi[j],
                          "post_runs": 0 if post is None else len(post),
+                         "post_from": "" if post is None else post_from,
                          "misfit_answer": mis_ans[j], "misfit_resim": mis_res[j]})
     return rows
 
 
 def curve_table(study: Study, records: pd.DataFrame, targets: pd.DataFrame,
                 scale: np.ndarray, band: Band, seed: int, stochastic: bool | None,
-                threads: int = 1, ppc_runs: pd.DataFrame | None = None
-                ) -> tuple[pd.DataFrame, bool | None]:
+                threads: int = 1, ppc_runs: pd.DataFrame | None = None,
+                post_from: str = DESIGN_POSTERIOR) -> tuple[pd.DataFrame, bool | None]:
     """The long table of one strategy's records (module docstring) and whether the
     simulator behaved stochastically (None: no target could be re-simulated).  A
-    target without an answer (failed) has no rows.  ``ppc_runs``: the posterior's
-    predictive-check runs, for the posterior predictive band."""
+    target without an answer (failed) has no rows.  ``ppc_runs``: runs at posterior
+    draws per target (a predictive check's run log), for the posterior predictive
+    band; ``post_from``: which posterior drew them."""
     outputs = list(study.outputs)
-    groups = series_groups(outputs)
+    groups = series_point_columns(outputs)
     if not groups:
         raise ConfigError(f"{study.key}.series", "the study declares no series: no curve "
                           "to draw")
@@ -268,7 +342,8 @@ def curve_table(study: Study, records: pd.DataFrame, targets: pd.DataFrame,
         Y, got = replicates_at(study, x, ctx, tid, band.replicates, seed, point_cols,
                                stochastic if noisy is None else noisy, threads)
         noisy = got if noisy is None else noisy
-        rows += curve_rows(rec, target, weights.loc[tid], groups, Y, band, got, post.get(tid))
+        rows += curve_rows(rec, target, weights.loc[tid], groups, Y, band, got,
+                           post.get(tid), post_from)
     return pd.DataFrame(rows, columns=COLUMNS), noisy
 
 
@@ -298,10 +373,20 @@ def band_sentence(table: pd.DataFrame) -> str:
         "post_runs" in table and len(table)) else 0
     if k > 0:
         line += (f" Dotted band: {lo:g}-{hi:g} % of the simulator at {k} posterior draws "
-                 "(the posterior predictive check's runs).")
+                 f"of {posterior_name(table)} (its posterior predictive band).")
     return line
 
 
-__all__ = ["Band", "COLUMNS", "band_sentence", "curve_rows", "curve_table", "delta_scale",
-           "point_weights", "posterior_runs", "replicates_at", "series_groups",
-           "series_misfit"]
+def posterior_name(table: pd.DataFrame) -> str:
+    """Which posterior drew the table's posterior predictive band, in words (a table
+    written before ``post_from`` existed: the design posterior, its only source then)."""
+    if "post_from" not in table:
+        return DESIGN_POSTERIOR
+    got = [str(v) for v in table["post_from"].dropna().unique() if str(v)]
+    return " and ".join(got) if got else DESIGN_POSTERIOR
+
+
+__all__ = ["Band", "COLUMNS", "DESIGN_POSTERIOR", "SEQUENTIAL_POSTERIOR", "band_sentence",
+           "curve_rows", "curve_table", "delta_scale", "point_weights", "posterior_draws",
+           "posterior_name", "posterior_predictive_runs", "posterior_runs", "replicates_at",
+           "series_point_columns", "series_misfit"]

@@ -187,7 +187,10 @@ def fit_curve_emulator(rows: pd.DataFrame, inputs: Sequence[str], outputs: Seque
     X = rows[inputs].to_numpy(dtype=float)
     bases = fit_bases(Y, outputs, np.arange(len(Y)), metamodel_cfg or {})
     red, names = reduced_frame(X, Y, inputs, outputs, bases)
-    both = pd.concat([rows, red[names]], axis=1)
+    # the scalars are in both frames: once (twice, the ensemble saw more targets than it
+    # has outputs and the fit failed on a study mixing scalars and series)
+    both = pd.concat([rows.drop(columns=[n for n in names if n in rows]), red[names]],
+                     axis=1)
     emu = fit_emulator(both, inputs, names, settings, seed, study)
     lay = layout(outputs, bases)
 
