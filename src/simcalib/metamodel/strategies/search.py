@@ -240,16 +240,29 @@ class Search:
             return
         bests = [b["error"] for b in best.values() if b is not None]
         info = self.ens.info
+        unproven, solves = self.op_counts()
         log.info("%s sequential round %d: %d/%d runs (%d targets), best Delta %s, ensemble "
-                 "OOB R2 min %s%s; proposal MILPs stopped unproven so far: %d; %s",
+                 "OOB R2 min %s%s; proposal MILPs stopped unproven so far: %d of %d%s; %s",
                  self.p0.study.name, self.round, self.pool.used, self.pool.budget,
                  len(self.ps), f"{bests[0]:.4g}" if len(bests) == 1 else
                  (f"median {np.median(bests):.4g}" if bests else "n/a"),
                  f"{info['min_oob_r2']:.3f}" if info.get("min_oob_r2") is not None else "n/a",
                  f", failure classifier on ({self.fm_info['failed']} failed runs)"
-                 if self.fm_info else "", sum(op_unproven(p.op_calls) for p in self.ps),
+                 if self.fm_info else "", unproven, solves,
+                 f" (the {len(self.ps)} targets' records summed)" if len(self.ps) > 1 else "",
                  eta(time.perf_counter() - self._t0, self.pool.used - self._used0,
                      self.pool.budget - self._used0))
+
+    def op_counts(self) -> tuple[int, int]:
+        """(OP solves stopped unproven, OP solves) of every target so far: the records'
+        ``op_unproven`` and ``op_solves`` summed (the same calls, counted by the same
+        rule: :func:`~simcalib.metamodel.strategies.ledger.op_unproven`).  Every
+        solve of the search is a target's :meth:`TargetRun.op` call, recorded in its
+        ``op_calls``: the members' and the ensemble mean's proposal MILPs alike; bound
+        tightening is part of a solve (a capped or time-limited one leaves valid
+        bounds, not an unproven solve), and the answer needs no solve."""
+        return (sum(op_unproven(p.op_calls) for p in self.ps),
+                sum(c["label"] != "anchor" for p in self.ps for c in p.op_calls))
 
     def _settle_scale(self) -> None:
         """A study without a metamodel: Delta's scale from the start runs (module
