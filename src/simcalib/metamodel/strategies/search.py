@@ -199,13 +199,16 @@ class Search:
         pairs = [(p.runs[i], p.runs[j]) for _, i, j in self.repeats]
         ok = [(a, b) for a, b in pairs if usable(a) and usable(b)]
         ids = ", ".join(f"{a['run_id']} and {b['run_id']}" for a, b in pairs)
+        cfg = self.p0.study.cfg
+        said = ("declared" if isinstance((cfg.get("noise") or {}).get("stochastic"), bool)
+                else f"known (built-in {(cfg.get('simulator') or {}).get('type')})")
         if not ok:
-            ev = (f"declared stochastic; the start's repeated points (runs {ids} of target "
+            ev = (f"{said} stochastic; the start's repeated points (runs {ids} of target "
                   f"{tid}) failed: run-to-run noise not measured")
         else:
             d = np.array([np.asarray(a["y"]) - np.asarray(b["y"]) for a, b in ok])
             sd = np.sqrt((d ** 2).mean(axis=0) / 2.0)
-            ev = (f"declared stochastic; run-to-run noise sd from {len(ok)} repeated "
+            ev = (f"{said} stochastic; run-to-run noise sd from {len(ok)} repeated "
                   f"point(s) (runs {ids} of target {tid}): " + self._sd_words(sd))
             if not (sd > 0).any():
                 ev += (" (equal outputs at the same inputs: does the simulator use its "
