@@ -134,7 +134,7 @@ def test_op_unproven_counts_what_the_log_counts(caplog) -> None:
     r = rec.iloc[0]
     stopped = int(r["history"].split("stopped unproven (node/time limit): ")[1].split()[0])
     assert r["op_unproven"] == stopped > 0
-    logged = [int(m.split("stopped unproven so far: ")[1].split(";")[0])
+    logged = [int(m.split("stopped unproven so far: ")[1].split()[0])
               for m in caplog.messages if "stopped unproven so far" in m]
     assert logged[-1] == stopped
 

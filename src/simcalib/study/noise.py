@@ -23,6 +23,13 @@ built-in simulators know (``epidemic`` unless ``options.stochastic: false``,
 ``rosenbrock`` with ``noise_sd`` or ``noise_rel`` > 0), a study with replicates or a
 probe is stochastic when their spread is not zero, and any other simulator is taken
 as deterministic (declare it, or set ``noise.probe``, to find out).
+
+``sequential`` (no design, so no probe) finds out and measures from its own start: it
+repeats one start point with a fresh seed where stochasticity is unknown (different
+outputs mark the simulator stochastic), two where it is known stochastic (their pairs
+give the run-to-run noise: the record's noise sd, a curve's noise ceiling, its
+posterior's replicate term), none where it is known deterministic
+(:mod:`simcalib.metamodel.strategies.search`).
 """
 
 from __future__ import annotations

@@ -14,8 +14,11 @@ not straddle zero needs no binary at all).
   basis).  With an objective *cutoff* (the warm start's objective) the LP also
   demands Σ w |y - ẑ| <= cutoff and the tunables' ranges are tightened first: the
   bounds then hold for every point at least as good as the incumbent, which is all
-  the MILP needs.  A time budget stops it; neurons not reached keep their interval
-  bounds, which remain valid.
+  the MILP needs.  A time budget stops it, and so does a count of LPs
+  (``obbt.max_lps``, counted across the inputs, layers and rounds of one call: the
+  same neuron on any machine, where the time budget stops at a load-dependent one);
+  neurons not reached keep their interval bounds, which remain valid, only looser.
+  The LPs solved and skipped are logged when either stops it.
 
 LP optima are relaxed outward by a small tolerance before use, so solver round-off
 can never cut off a reachable value.
@@ -23,6 +26,7 @@ can never cut off a reachable value.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -33,6 +37,8 @@ from simcalib.metamodel.milp.problem import OPProblem
 from simcalib.metamodel.milp.settings import ObbtSettings
 
 INF = 1e30
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,6 +51,10 @@ class NeuronBounds:
     lp_solves: int = 0
     tightened_layers: int = 0
     complete: bool = True
+    #: LPs the round that was stopped would still have solved (2 per neuron or input
+    #: not reached), and what stopped it ("max_lps", "time_limit"; None: nothing)
+    lp_skipped: int = 0
+    stopped_by: str | None = None
     stats: dict[str, int] = field(default_factory=dict)
     x_lo: np.ndarray | None = None  # tunable ranges tightened under an objective cutoff
     x_hi: np.ndarray | None = None
@@ -61,8 +71,8 @@ class NeuronBounds:
             if total else 0.0
         return {"neurons": total, "stable_active": act, "stable_inactive": inact,
                 "unstable": total - act - inact, "mean_width": width,
-                "lp_solves": self.lp_solves, "seconds": round(self.seconds, 4),
-                "complete": self.complete}
+                "lp_solves": self.lp_solves, "lp_skipped": self.lp_skipped,
+                "seconds": round(self.seconds, 4), "complete": self.complete}
 
 
 def _affine_interval(W: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray
@@ -176,10 +186,21 @@ class _LP:
         return out[0], out[1]
 
 
+def _unstable(pre: list[tuple[np.ndarray, np.ndarray]], k: int, i: int, last: int) -> int:
+    """Unstable neurons from neuron ``i`` of layer ``k`` to the last hidden layer
+    (index ``last - 1``): the neurons a stopped round did not reach."""
+    n = 0
+    for j in range(k, last):
+        L, U = pre[j]
+        n += int(((L[i if j == k else 0:] < 0) & (U[i if j == k else 0:] > 0)).sum())
+    return n
+
+
 def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 1,
                    cutoff: float | None = None, rounds: int = 2, abs_tol: float = 1e-6,
                    rel_tol: float = 1e-7,
-                   start: list[tuple[np.ndarray, np.ndarray]] | None = None) -> NeuronBounds:
+                   start: list[tuple[np.ndarray, np.ndarray]] | None = None,
+                   max_lps: int | None = None) -> NeuronBounds:
     """Interval bounds, then LP-based tightening (see module doc).
 
     With ``cutoff`` (the objective of a known feasible point, e.g. the warm start),
@@ -192,23 +213,39 @@ def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 
     ``start``: bounds already known to be valid over the whole box (the cached
     box bounds of :func:`box_bounds`); they are intersected with interval
     arithmetic, and neurons they already prove stable get no LP (a stable neuron is
-    represented exactly, its bounds cost nothing)."""
+    represented exactly, its bounds cost nothing).
+
+    ``max_lps``: the most LPs of the whole call (None: no cap); a neuron's or an
+    input's two LPs (min and max) are solved both or neither."""
     t0 = time.perf_counter()
     x_lo, x_hi = problem.lo.astype(float).copy(), problem.hi.astype(float).copy()
     pre = interval_bounds(problem, x_lo, x_hi, start=start)
     nl = len(problem.layers)
     solves = 0
     complete = True
+    stopped: str | None = None
+    skipped = 0
     tightened = 0
     im = problem.integer
     cut = None if cutoff is None else float(cutoff) + abs_tol + 1e-6 * abs(float(cutoff))
+
+    def stop(lp: _LP) -> str | None:
+        """What stops the tightening before the next pair of LPs, if anything."""
+        if max_lps is not None and solves + lp.solves + 2 > max_lps:
+            return "max_lps"
+        if time.perf_counter() - t0 > time_limit:
+            return "time_limit"
+        return None
+
     for _ in range(max(1, rounds)):
         before = sum(float((U - L).sum()) for L, U in pre[:-1])
         lp = _LP(problem, x_lo, x_hi, pre, cut, threads)
+        first = 0 if (cut is not None or len(problem.A)) else 1
         if cut is not None or len(problem.A):
             for i in range(problem.n_in):
-                if time.perf_counter() - t0 > time_limit:
+                if (stopped := stop(lp)) is not None:
                     complete = False
+                    skipped = 2 * (problem.n_in - i + _unstable(pre, first, 0, nl - 1))
                     break
                 lo_v, hi_v = lp.extreme(np.array([i]), np.array([1.0]))
                 span = 1e-7 * max(1.0, abs(x_hi[i] - x_lo[i]))
@@ -220,7 +257,6 @@ def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 
             x_hi[im] = np.floor(x_hi[im] + 1e-6)
             x_hi = np.maximum(x_hi, x_lo)
             pre = interval_bounds(problem, x_lo, x_hi, start=pre)
-        first = 0 if (cut is not None or len(problem.A)) else 1
         for k in range(first, nl - 1):
             if not complete:
                 break
@@ -228,11 +264,12 @@ def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 
             L, U = pre[k][0].copy(), pre[k][1].copy()
             cols = lp.layer_in[k]
             for i in range(W.shape[0]):
-                if time.perf_counter() - t0 > time_limit:
-                    complete = False
-                    break
                 if L[i] >= 0 or U[i] <= 0:
                     continue  # already stable: exact in the MILP, no binary to save
+                if (stopped := stop(lp)) is not None:
+                    complete = False
+                    skipped = 2 * _unstable([(L, U), *pre[k + 1:]], 0, i, nl - 1 - k)
+                    break
                 lo_v, hi_v = lp.extreme(cols, W[i])
                 if lo_v is not None:
                     L[i] = max(L[i], float(_widen(np.array(lo_v + b[i]), -1, abs_tol, rel_tol)))
@@ -245,8 +282,14 @@ def tighten_bounds(problem: OPProblem, time_limit: float = 10.0, threads: int = 
         after = sum(float((U - L).sum()) for L, U in pre[:-1])
         if not complete or after > 0.95 * before:
             break
+    if stopped is not None:
+        log.info("bound tightening stopped by %s: %d LPs solved, %d skipped (their "
+                 "neurons keep their interval bounds)",
+                 f"obbt.max_lps ({max_lps})" if stopped == "max_lps" else
+                 f"its time limit ({time_limit:g} s)", solves, skipped)
     return NeuronBounds(pre=pre, seconds=time.perf_counter() - t0, lp_solves=solves,
-                        tightened_layers=tightened, complete=complete, x_lo=x_lo, x_hi=x_hi)
+                        tightened_layers=tightened, complete=complete, x_lo=x_lo, x_hi=x_hi,
+                        lp_skipped=skipped, stopped_by=stopped)
 
 
 def compute_bounds(problem: OPProblem, obbt: ObbtSettings, threads: int = 1,
@@ -254,12 +297,12 @@ def compute_bounds(problem: OPProblem, obbt: ObbtSettings, threads: int = 1,
                    start: list[tuple[np.ndarray, np.ndarray]] | None = None,
                    rounds: int = 2, time_limit: float | None = None) -> NeuronBounds:
     """Bounds as configured: ``obbt.enabled``, ``obbt.time_limit`` (``time_limit``
-    replaces it: the OP call's budget may cap it); ``cutoff``, ``start`` and
-    ``rounds`` as in :func:`tighten_bounds`."""
+    replaces it: the OP call's budget may cap it), ``obbt.max_lps``; ``cutoff``,
+    ``start`` and ``rounds`` as in :func:`tighten_bounds`."""
     if not obbt.enabled:
         t0 = time.perf_counter()
         pre = interval_bounds(problem, start=start)
         return NeuronBounds(pre=pre, seconds=time.perf_counter() - t0)
     return tighten_bounds(problem, time_limit=obbt.time_limit if time_limit is None
                           else time_limit, threads=threads, cutoff=cutoff, rounds=rounds,
-                          start=start)
+                          start=start, max_lps=obbt.max_lps)

@@ -42,6 +42,7 @@ class ObbtSettings:
     box_time_limit: float
     skip_below: int
     light_below: int
+    max_lps: int | None
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,13 @@ def initial_runs(budget: int, n_tunables: int, per_input: int) -> int:
     return max(min(2, budget), min(per_input * n_tunables, max(2, budget // 2), budget))
 
 
+#: points the start repeats (fresh seeds) on a simulator known stochastic: two pairs,
+#: the fewest a curve's noise ceiling and its basis cut by that ceiling take
+#: (:func:`simcalib.metamodel.curves.weight_ceilings`); the posterior's run-to-run
+#: noise term (:mod:`simcalib.metamodel.posterior.sequential`) then has 2 degrees of
+#: freedom per output.  Each costs one start point, never a run beyond the budget.
+STOCHASTIC_REPEATS = 2
+
 #: rows to simulate: target id -> (inputs (n, tunables), phase)
 Proposals = dict[int, tuple[np.ndarray, str]]
 
@@ -92,10 +99,13 @@ class Search:
                                              p.target.target_id) for p in ps}
         self.traj: list[dict[int, str]] = []
         self.fm_info: dict[str, Any] | None = None
-        #: (target id, run index, run index) of the start's repeated point, when the
-        #: config does not say whether the simulator is stochastic
-        self.repeat: tuple[int, int, int] | None = None
-        #: what the repeat showed: {"stochastic": bool, "evidence": str}, else None
+        #: (target id, run index, run index) of each of the start's repeated points:
+        #: one when the config does not say whether the simulator is stochastic (to find
+        #: out), :data:`STOCHASTIC_REPEATS` when it says stochastic (to measure the
+        #: noise), none when it says deterministic (:meth:`_repeats`)
+        self.repeats: list[tuple[int, int, int]] = []
+        #: what the repeats showed (or, declared stochastic, measured):
+        #: {"stochastic": bool | None, "evidence": str}, else None
         self.noise: dict[str, Any] | None = None
         self._t0 = time.perf_counter()
         self._used0 = 0
@@ -123,28 +133,45 @@ class Search:
             X = start[first.space.tunable_names].to_numpy(dtype=float)
             for j, q in enumerate(grp):
                 mine = X[j::len(grp)][: q.left]
-                if len(mine) >= 2 and self.repeat is None and self._undeclared():
-                    # the start's last point repeats its first (a fresh seed: its run
-                    # id): different outputs show a stochastic simulator
-                    mine = np.vstack([mine[:-1], mine[:1]])
-                    self.repeat = (q.target.target_id, q.used, q.used + len(mine) - 1)
+                k = 0 if self.repeats else self._repeats(len(mine))
+                if k:
+                    # the start's last k points repeat its first k (fresh seeds: their
+                    # run ids): different outputs show a stochastic simulator, and
+                    # their differences measure its run-to-run noise
+                    n = len(mine)
+                    mine = np.vstack([mine[:-k], mine[:k]])
+                    self.repeats = [(q.target.target_id, q.used + i, q.used + n - k + i)
+                                    for i in range(k)]
                 if len(mine):
                     out[q.target.target_id] = (mine, "sobol")
         return out
 
-    def _undeclared(self) -> bool:
-        """Whether the config leaves open if the simulator is stochastic (neither
-        ``noise.stochastic`` nor a built-in's options say)."""
+    def _known(self) -> bool | None:
+        """Whether the config says the simulator is stochastic (``noise.stochastic``, or
+        a built-in's options); None when it leaves it open."""
         from simcalib.study.noise import known_stochastic
 
-        return known_stochastic(self.p0.study.cfg) is None
+        return known_stochastic(self.p0.study.cfg)
+
+    def _repeats(self, n: int) -> int:
+        """How many of a start of ``n`` points are repeated: none on a simulator known
+        deterministic (a repeat would show nothing); one where stochasticity is
+        undeclared (to find out); on one known stochastic :data:`STOCHASTIC_REPEATS`
+        (at most half the start), whose pairs measure the run-to-run noise."""
+        known = self._known()
+        if known is False or n < 2:
+            return 0
+        return 1 if known is None else min(STOCHASTIC_REPEATS, n // 2)
 
     def _detect_noise(self) -> None:
-        """Compare the start's repeated point's two runs (module doc of
+        """Compare the start's repeated points' runs (module doc of
         :mod:`simcalib.study.noise`): logged, and recorded in each target's record."""
-        if self.repeat is None:
+        if not self.repeats:
             return
-        tid, i, j = self.repeat
+        if self._known():
+            self._measure_noise()
+            return
+        tid, i, j = self.repeats[0]
         p = next(q for q in self.ps if q.target.target_id == tid)
         a, b = p.runs[i], p.runs[j]
         if not (usable(a) and usable(b)):
@@ -162,6 +189,45 @@ class Search:
         log.info("%s sequential: the simulator is %s", self.p0.study.name,
                  self.noise["evidence"])
 
+    def _measure_noise(self) -> None:
+        """A simulator declared (or known) stochastic: the run-to-run noise sd per
+        output from the start's repeated points (half the mean square of a pair's
+        difference, as the noise probe's), logged and recorded.  Equal outputs at
+        every pair are said too: the simulator probably ignores its seed."""
+        tid = self.repeats[0][0]
+        p = next(q for q in self.ps if q.target.target_id == tid)
+        pairs = [(p.runs[i], p.runs[j]) for _, i, j in self.repeats]
+        ok = [(a, b) for a, b in pairs if usable(a) and usable(b)]
+        ids = ", ".join(f"{a['run_id']} and {b['run_id']}" for a, b in pairs)
+        cfg = self.p0.study.cfg
+        said = ("declared" if isinstance((cfg.get("noise") or {}).get("stochastic"), bool)
+                else f"known (built-in {(cfg.get('simulator') or {}).get('type')})")
+        if not ok:
+            ev = (f"{said} stochastic; the start's repeated points (runs {ids} of target "
+                  f"{tid}) failed: run-to-run noise not measured")
+        else:
+            d = np.array([np.asarray(a["y"]) - np.asarray(b["y"]) for a, b in ok])
+            sd = np.sqrt((d ** 2).mean(axis=0) / 2.0)
+            ev = (f"{said} stochastic; run-to-run noise sd from {len(ok)} repeated "
+                  f"point(s) (runs {ids} of target {tid}): " + self._sd_words(sd))
+            if not (sd > 0).any():
+                ev += (" (equal outputs at the same inputs: does the simulator use its "
+                       "seed?)")
+        self.noise = {"stochastic": True, "evidence": ev}
+        log.info("%s sequential: the simulator is %s", self.p0.study.name, ev)
+
+    def _sd_words(self, sd: np.ndarray) -> str:
+        """Each scalar output's sd, and each series' root mean square over its points
+        (a curve of 40 points in one phrase)."""
+        from simcalib.metamodel.curves import series_groups
+
+        names = self.p0.out_names
+        scalars, groups = series_groups(names)
+        words = [f"{names[j]} {sd[j]:.4g}" for j in scalars]
+        words += [f"{g} (rms over its {len(idx)} points) "
+                  f"{float(np.sqrt(np.mean(sd[idx] ** 2))):.4g}" for g, idx in groups.items()]
+        return ", ".join(words)
+
     # ---- after each round's runs are in ----------------------------------------
     def after_round(self) -> None:
         """The round's stock: the scale (first time, for a study without a
@@ -177,16 +243,29 @@ class Search:
             return
         bests = [b["error"] for b in best.values() if b is not None]
         info = self.ens.info
+        unproven, solves = self.op_counts()
         log.info("%s sequential round %d: %d/%d runs (%d targets), best Delta %s, ensemble "
-                 "OOB R2 min %s%s; proposal MILPs stopped unproven so far: %d; %s",
+                 "OOB R2 min %s%s; proposal MILPs stopped unproven so far: %d of %d%s; %s",
                  self.p0.study.name, self.round, self.pool.used, self.pool.budget,
                  len(self.ps), f"{bests[0]:.4g}" if len(bests) == 1 else
                  (f"median {np.median(bests):.4g}" if bests else "n/a"),
                  f"{info['min_oob_r2']:.3f}" if info.get("min_oob_r2") is not None else "n/a",
                  f", failure classifier on ({self.fm_info['failed']} failed runs)"
-                 if self.fm_info else "", sum(op_unproven(p.op_calls) for p in self.ps),
+                 if self.fm_info else "", unproven, solves,
+                 f" (the {len(self.ps)} targets' records summed)" if len(self.ps) > 1 else "",
                  eta(time.perf_counter() - self._t0, self.pool.used - self._used0,
                      self.pool.budget - self._used0))
+
+    def op_counts(self) -> tuple[int, int]:
+        """(OP solves stopped unproven, OP solves) of every target so far: the records'
+        ``op_unproven`` and ``op_solves`` summed (the same calls, counted by the same
+        rule: :func:`~simcalib.metamodel.strategies.ledger.op_unproven`).  Every
+        solve of the search is a target's :meth:`TargetRun.op` call, recorded in its
+        ``op_calls``: the members' and the ensemble mean's proposal MILPs alike; bound
+        tightening is part of a solve (a capped or time-limited one leaves valid
+        bounds, not an unproven solve), and the answer needs no solve."""
+        return (sum(op_unproven(p.op_calls) for p in self.ps),
+                sum(c["label"] != "anchor" for p in self.ps for c in p.op_calls))
 
     def _settle_scale(self) -> None:
         """A study without a metamodel: Delta's scale from the start runs (module
@@ -298,7 +377,7 @@ class Search:
             "round": self.round, "started": self.started, "made": dict(self.made),
             "rngs": {t: r.bit_generator.state for t, r in self.rngs.items()},
             "traj": list(self.traj), "fm_info": self.fm_info,
-            "repeat": self.repeat, "noise": self.noise,
+            "repeats": list(self.repeats), "noise": self.noise,
             "ens": self.ens.state() if self.ens is not None else None,
             "scale": (np.asarray(self.p0.mm.y_std).copy(), getattr(self.p0.mm, "source", None)),
             "targets": {p.target.target_id: {
@@ -316,7 +395,10 @@ class Search:
         for t, s in st["rngs"].items():
             self.rngs[t].bit_generator.state = s
         self.traj, self.fm_info = list(st["traj"]), st["fm_info"]
-        self.repeat, self.noise = st["repeat"], st["noise"]
+        # a state written before the start repeated more than one point: "repeat"
+        old = [st["repeat"]] if st.get("repeat") is not None else []
+        self.repeats = [tuple(r) for r in st.get("repeats", old)]  # type: ignore[misc]
+        self.noise = st["noise"]
         self.ens = Ensemble.from_state(st["ens"]) if st["ens"] is not None else None
         y_std, source = st["scale"]
         mm = self.p0.mm

@@ -53,6 +53,14 @@ reconstruction error relative to the series' scale, the curve's out-of-bag R^2 a
 where runs were repeated at one point, the curve's noise ceiling
 (:func:`basis_note`; the same as columns in ``out['series']``, :func:`basis_columns`).
 
+**Noise from the start.**  Where the config does not say whether the simulator is
+stochastic, the start's last point repeats its first (a fresh seed); different outputs
+mark it stochastic (the record's ``stochastic`` column says so, with the evidence).
+Where it is declared (or known) stochastic, the start's last two points repeat its
+first two, and the pairs' differences measure the run-to-run noise: its sd per output
+in the ``stochastic`` column, a curve's noise ceiling, the posterior's replicate term.
+Declared deterministic: no repeat.
+
 With ``use_design`` the study's simulated design runs replace the Sobol start: they
 enter the ledgers (phase ``design``, split among the targets at their context, failed
 runs included so the classifier learns from them) and count against the budget, so
