@@ -42,7 +42,8 @@ def lin_study() -> Study:
 
 def observed() -> pd.DataFrame:
     """The simulator's own curve at the truth (noise-free), in the wide layout: the
-    ``sd_y@<t>`` cells empty where a target gives no sd."""
+    ``sd_y@<t>`` cells empty where a target gives no sd (three wide files' rows in one
+    table, as ``pd.concat`` joins them)."""
     z = TRUTH[0] + TRUTH[1] * T
     rows = []
     for tid in VARIANTS:
@@ -213,3 +214,30 @@ def test_design_posterior_with_sd_at_one_point_none_or_all(tmp_path):
     from simcalib.metamodel.posterior.summary import summarize
 
     assert_truth_inside(summarize(draws), [0])
+
+
+@pytest.mark.slow
+def test_sequential_then_its_posterior_end_to_end(tmp_path):
+    """The path that failed: the ``sequential`` strategy itself (no metamodel: Δ's scale
+    from its start runs) on the deterministic curve, then its posterior with the
+    default kappa calibration, the files written as the rule writes them."""
+    from simcalib.metamodel.strategies.runner import calibrate
+    from simcalib.metamodel.strategies.scale import RunScale
+
+    torch.set_num_threads(1)
+    st = lin_study()
+    # as a wide observations file gives it: one sd column, at t = 3, for both targets
+    targets = observed().iloc[[0, 0]].reset_index(drop=True).assign(target_id=[0, 1])
+    targets = targets.drop(columns=[f"sd_{o}" for o in OUTS if o != "y@3"])
+    seq = {"sequential": {"ensemble": {"members": 2, "hidden": [8], "epochs": 100,
+                                       "warm_epochs": 50, "patience": 20},
+                          "solver": {"options": {"mip_max_nodes": 100}}}}
+    mm = RunScale(list(st.input_names), list(st.outputs), study="lin")
+    rec, runs = calibrate(st, mm, targets, "sequential", {"budget": 12, **seq},
+                          {"backend": "highs"}, 11)
+    res = sequential_posterior(st, runs, targets, rec, QUICK, ENS, seed=1,
+                               out_dir=tmp_path / "sequential_posterior")
+    assert res.meta["kappa_calibrated"]
+    assert (tmp_path / "sequential_posterior" / "posterior_summary.csv").is_file()
+    assert_truth_inside(res.summary, [0, 1])
+    assert set(res.summary.loc[res.summary["input"] == "tau", "target_id"]) == {0, 1}
