@@ -57,8 +57,9 @@ LANE_FLOATS = 4_000_000
 #: (Delta's divisor where no sd is given): (eps s_j)^2 is added to Sigma's diagonal
 #: (module docstring).  0.1 %: far below any emulator's held-out error and below the
 #: 3 % of the series' scale that a basis keeping 99.9 % of the variance may truncate,
-#: so it binds only where the error model says "exactly 0"; 1e-6 of the largest
-#: eigenvalue at worst, so Cholesky is exact in double precision.
+#: so it binds only where the error model says "exactly 0"; Sigma's condition number
+#: stays near 1e6 kappa for an error of the output's own size, far inside double
+#: precision, so Cholesky needs no retry.
 ERROR_FLOOR = 1e-3
 
 
