@@ -215,7 +215,10 @@ def test_a_per_point_error_covariance_plugs_in():
     post = build(_space(), model, [spec], cfg, model=model)
     X = np.array([[0.5, -2.0, 3.0], [4.0, 1.0, -3.0]])
     ll = post.loglik(X, np.zeros(2, dtype=int))
-    sd = 0.1 + 0.05 * np.abs(X[:, 0])
+    from simcalib.metamodel.posterior.density import ERROR_FLOOR
+
+    # the model's variance plus the documented floor (eps s_j)^2, s_j = y_std = 1
+    sd = np.sqrt((0.1 + 0.05 * np.abs(X[:, 0])) ** 2 + ERROR_FLOOR ** 2)
     r = spec.z - X @ A.T
     exact = (-0.5 * (r ** 2).sum(axis=1) / sd ** 2 - 3 * np.log(sd)
              - 1.5 * np.log(2 * np.pi))

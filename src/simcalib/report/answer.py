@@ -85,6 +85,7 @@ def study_answer(results: Path, study: str, figures: Path | None) -> list[Block]
     if figures is not None and scalars:
         blocks.append(answer_figure(rec, targets, scalars, figures, study, best, observed))
     blocks += curves_blocks(results, study, best)
+    blocks += extra_set_curves_blocks(results, study, best)
     blocks += seq_posterior_blocks(results, study)
     blocks += posterior_blocks(results, study, rec, best)
     return blocks
@@ -150,6 +151,44 @@ def curves_blocks(results: Path, study: str, best: str) -> list[Block]:
     return [Figure(f"{study}: observed curves beside {best}'s answer, per target", fig,
                    band_sentence(curves) + " Misfit: each series' weighted L1 over its "
                    f"observed points (per point in `{path}`).")]
+
+
+def extra_set_curves_blocks(results: Path, study: str, best: str) -> list[Block]:
+    """Every extra target set's curves figures (``cal_curves`` on
+    ``calibration.extra_targets``: ``results/<study>/curves/targets_<name>/<strategy>``
+    ``.csv``/``.png``), each set under a heading naming it, the recommended strategy
+    first where it ran there, then the set's other strategies.  Why the page reads the
+    directory instead of the config: an extra set's curves come from its own
+    ``extra_strategies`` and appear only once their jobs ran, so only the files that
+    exist are shown (none for a study without extra sets or before the jobs ran: the
+    page never requires them)."""
+    from simcalib.report.curves import band_sentence
+
+    root = results / study / "curves"
+    if not root.is_dir():
+        return []
+    out: list[Block] = []
+    for d in sorted(p for p in root.glob("targets_*") if p.is_dir()):
+        name = d.name.removeprefix("targets_")
+        strategies = sorted((p.stem for p in d.glob("*.png")),
+                            key=lambda s: (s != best, s))
+        figs: list[Block] = []
+        shown = []
+        for s in strategies:
+            table = read_if_exists(d / f"{s}.csv")
+            if table is None:
+                continue
+            shown.append(s)
+            figs.append(Figure(f"{study}, extra target set {name}: observed curves beside "
+                               f"{s}'s answer, per target", d / f"{s}.png",
+                               band_sentence(table) + " Misfit: each series' weighted L1 "
+                               f"over its observed points (per point in `{d / s}.csv`)."))
+        if figs:
+            out.append(f"**Extra target set `{name}`** (`calibration.extra_targets`): its "
+                       "targets' observed curves beside the answers of "
+                       f"{', '.join(shown)} (`calibration.extra_strategies`).")
+            out += figs
+    return out
 
 
 def noise_blocks(results: Path, study: str, summary: pd.DataFrame, unit: str

@@ -71,13 +71,17 @@ def target_specs(df: pd.DataFrame, space: Space, output_names: Sequence[str],
         w = np.array([float(row[WEIGHT_PREFIX + o]) if WEIGHT_PREFIX + o in df.columns
                       else 1.0 for o in outs])
         w = np.where(seen, np.nan_to_num(w, nan=1.0), 0.0)
-        infer = (not has_sd[w > 0].all()) and (obs_noise == "infer"
-                                               or (obs_noise == "auto" and observed))
+        # the observation sd is inferred (tau s_j, s_j Delta's divisor there) only where
+        # the target gives none: a curve with an sd at one point keeps that sd there
+        # and is measured at its other points as Delta measures them
+        missing_sd = (w > 0) & ~has_sd
+        infer = bool(missing_sd.any()) and (obs_noise == "infer"
+                                            or (obs_noise == "auto" and observed))
         specs.append(TargetSpec(
             int(row["target_id"]), {c: float(row[c]) for c in space.context_names}, z,
-            sd ** 2, w, bool(infer),
+            sd ** 2, w, infer,
             row[space.tunable_names].to_numpy(dtype=float) if truth else None,
-            float(kappa)))
+            float(kappa), missing_sd if infer else None))
     if not specs:
         raise DataError(source, "no target with finite outputs to condition on")
     return specs

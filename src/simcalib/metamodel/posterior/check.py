@@ -49,7 +49,8 @@ def predictive_check(study: Any, draws: Draws, k: int, seed: int
         var = spec.obs_var.copy()
         if draws.tau is not None and spec.infer_scale:
             tau = draws.tau[:, :, t].reshape(-1)[pick]
-            Y = Y + r.standard_normal(Y.shape) * np.sqrt(var + (tau[:, None] * post.scale) ** 2)
+            Y = Y + r.standard_normal(Y.shape) * np.sqrt(
+                var + (tau[:, None] * post.scale) ** 2 * spec.tau_mask())
         elif var.any():
             Y = Y + r.standard_normal(Y.shape) * np.sqrt(var)
         log_df = res.assign(target_id=spec.target_id)

@@ -17,6 +17,25 @@ target to target, because the metamodel's error does vary over the box (held-out
 residuals of the epidemic metamodel have Mahalanobis^2 quantiles 7.4 / 18 / 34 at
 50 / 90 / 99 %, where a Gaussian would give 8.3 / 14.7 / 21.7).  Outputs with weight 0
 are dropped, a weight w multiplies the output's precision by w^2.
+
+The covariance of one lane is
+
+    Sigma = kappa Sigma_err(x) + diag(sd_j^2) + tau^2 diag(m_j s_j^2) + diag((eps s_j)^2)
+
+* ``sd_j``: the target's ``sd_<output>`` where given, else 0;
+* ``tau s_j`` (``m_j`` = 1 where the target gives no sd for output j and its
+  observation scale is inferred, else 0): the inferred observation sd, in units of
+  ``s_j``, the output's scale, which is Delta's divisor where no sd is given
+  (docs/observed_targets.md): a point of a curve without its sd is measured as Delta
+  measures it, and a point with one is not inflated by tau;
+* ``eps s_j`` (:data:`ERROR_FLOOR`): the floor.  ``Sigma_err`` may be singular: on a
+  curve whose runs are exactly rank k (a curve linear in its inputs) the basis
+  truncates nothing, so ``A C A^T + D`` has rank k < P; with no sd at some points
+  (a simulated target, a pseudo-target of the kappa calibration, an observed point
+  without sd and tau -> 0 on noise-free data) Sigma was singular and Cholesky failed.
+  A positive diagonal added to a positive semi-definite matrix is positive definite,
+  so Sigma is by construction, whatever the error model, and tau's posterior stays
+  proper (tau below eps buys no likelihood).
 """
 
 from __future__ import annotations
@@ -34,6 +53,14 @@ from simcalib.study.space import Space
 LOG_2PI = float(np.log(2 * np.pi))
 #: lanes x P x P floats per covariance block of one likelihood call (about 32 MB)
 LANE_FLOATS = 4_000_000
+#: the emulator never reproduces an output to better than this share of its scale s_j
+#: (Delta's divisor where no sd is given): (eps s_j)^2 is added to Sigma's diagonal
+#: (module docstring).  0.1 %: far below any emulator's held-out error and below the
+#: 3 % of the series' scale that a basis keeping 99.9 % of the variance may truncate,
+#: so it binds only where the error model says "exactly 0"; Sigma's condition number
+#: stays near 1e6 kappa for an error of the output's own size, far inside double
+#: precision, so Cholesky needs no retry.
+ERROR_FLOOR = 1e-3
 
 
 @dataclass
@@ -51,6 +78,18 @@ class TargetSpec:
     x_true: np.ndarray | None = None
     #: multiplier of the metamodel-error covariance (calibrated on held-out rows)
     kappa: float = 1.0
+    #: (P,) bool: the outputs whose observation sd is the inferred tau s_j (the kept
+    #: outputs without an sd); None: every output when ``infer_scale``
+    infer_mask: np.ndarray | None = None
+
+    def tau_mask(self) -> np.ndarray:
+        """(P,) 1.0 where tau s_j is this target's observation sd, else 0.0."""
+        P = len(self.z)
+        if not self.infer_scale:
+            return np.zeros(P)
+        if self.infer_mask is None:
+            return np.ones(P)
+        return np.asarray(self.infer_mask, dtype=bool).astype(float)
 
 
 class Posterior:
@@ -83,6 +122,7 @@ class Posterior:
         self.Z = np.array([t.z for t in self.targets], dtype=float)
         self.obs_var = np.array([t.obs_var for t in self.targets], dtype=float)
         self.W = np.array([t.weight for t in self.targets], dtype=float)
+        self.tau_mask = np.array([t.tau_mask() for t in self.targets], dtype=float)
         self.kappa = np.array([t.kappa for t in self.targets], dtype=float)
         self.ctx = np.array([[t.context[c] for c in space.context_names]
                              for t in self.targets], dtype=float).reshape(T, -1)
@@ -187,7 +227,9 @@ class Posterior:
         S[:, np.arange(P), np.arange(P)] += self.obs_var[t]
         if v is not None:
             tau2 = np.where(self.infer[t], np.exp(2 * v), 0.0)
-            S[:, np.arange(P), np.arange(P)] += tau2[:, None] * self.scale ** 2
+            S[:, np.arange(P), np.arange(P)] += tau2[:, None] * self.tau_mask[t] \
+                * self.scale ** 2
+        S[:, np.arange(P), np.arange(P)] += (ERROR_FLOOR * self.scale) ** 2
         w = self.W[t]
         keep = w > 0
         winv = np.where(keep, 1.0 / np.where(keep, w, 1.0), 1.0)

@@ -116,7 +116,11 @@ def replicate_variance(rows: pd.DataFrame, inputs: Sequence[str], outputs: Seque
                        ) -> tuple[np.ndarray | None, int]:
     """Pooled within-point variance of the outputs over points run more than once
     (``None`` when no point repeats), and how many such points."""
-    key = rows[list(inputs)].round(12).astype(str).agg("|".join, axis=1).to_numpy()
+    # points by their rounded coordinates (numpy, not DataFrame.agg(axis=1), whose
+    # result type changes with pandas 3 on an empty frame)
+    X = np.round(rows[list(inputs)].to_numpy(dtype=float), 12)
+    key = (np.unique(X, axis=0, return_inverse=True)[1].reshape(-1) if len(X)
+           else np.zeros(0, dtype=int))
     Y = rows[list(outputs)].to_numpy(dtype=float)
     ss, dof, pts = np.zeros(Y.shape[1]), 0, 0
     for k in np.unique(key):
