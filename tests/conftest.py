@@ -34,6 +34,19 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["PATH"] = f"{shim}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Work units for ``pytest -n N --dist loadgroup`` (the suite's command): a test file
+    goes to one worker whole, so its module fixtures (trained nets, runs) are built once,
+    and every test of the session's tiny DAG run (:func:`tiny_dag`) goes to one worker,
+    so the DAG runs once.  Runs before xdist's own hook, which turns the mark into the
+    unit; without ``-n`` the mark does nothing."""
+    for item in items:
+        group = "tiny_dag" if "tiny_dag" in getattr(item, "fixturenames", ()) else (
+            item.nodeid.split("::", 1)[0])
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def repo() -> Path:
     return REPO
