@@ -39,31 +39,10 @@ from simcalib.report.curves import (
 from simcalib.report.sections import Figure, Table
 from simcalib.study.model import Study
 from tests.conftest import REPO
-from tests.fixtures.curves import PARAMS, SERIES, T, curve, noisy_curve
+from tests.fixtures.curve_case import SEED, observed_targets, run_case, study_cfg
+from tests.fixtures.curves import T, curve, noisy_curve
 
-SEED = 11
 POINTS = [f"y@{t}" for t in T]
-
-
-def study_cfg(fn: str, outputs: tuple[str, ...] = (), **extra: object) -> dict:
-    cfg = {"simulator": {"type": "python", "options": {
-               "function": f"tests.fixtures.curves:{fn}", "path": str(REPO)}},
-           "parameters": PARAMS, "series": SERIES, **extra}
-    if outputs:
-        cfg["outputs"] = list(outputs)
-    return cfg
-
-
-def observed_targets(outputs: list[str]) -> pd.DataFrame:
-    """Two observed curves: target 1 does not observe t = 3, both give an sd at t = 2."""
-    tg = pd.DataFrame({"target_id": [0, 1]})
-    if "mean_y" in outputs:
-        tg["mean_y"] = [0.5, 0.2]
-    for t in T:
-        tg[f"y@{t}"] = [0.3 + 0.1 * t, 0.6 - 0.05 * t]
-    tg.loc[1, "y@3"] = np.nan
-    tg["sd_y@2"] = [0.2, 0.3]
-    return tg
 
 
 #: posterior draws (a, b) per target of a stand-in predictive check
@@ -84,45 +63,6 @@ def ppc_runs(failed: int = 1) -> pd.DataFrame:
 SEQ = {"sequential": {"ensemble": {"members": 2, "hidden": [8], "epochs": 100,
                                    "warm_epochs": 50, "patience": 20},
                       "solver": {"options": {"mip_max_nodes": 100}}}}
-
-
-def run_case(tmp: Path, fn: str, outputs: tuple[str, ...], settings: dict,
-             replicates: int, ppc: pd.DataFrame | None = None, strategy: str = "rs",
-             metamodel: bool = True) -> dict:
-    """A strategy on the observed curves, its files written as the workflow writes
-    them, then ``cal-curves`` on them; the frames and paths back.  ``metamodel``:
-    whether the study has one (Δ's scale its training sd, passed as metamodel.json),
-    else a study that only ``sequential`` calibrates (the scale from its start runs)."""
-    cfg = study_cfg(fn, outputs)
-    st = Study("lin", cfg)
-    outs = st.outputs
-    targets = observed_targets(outs)
-    y_std = np.linspace(0.5, 1.0, len(outs))
-    mm = (RunScale(st.input_names, outs, y_std=y_std.copy(), source="metamodel training sd")
-          if metamodel else RunScale(list(st.input_names), list(outs), study="lin"))
-    solver = {"backend": "highs"} if strategy == "sequential" else {}
-    rec, runs = calibrate(st, mm, targets, strategy, settings, solver, SEED)
-    files = {k: tmp / f"{k}.csv" for k in ("records", "targets", "runs")}
-    rec.to_csv(files["records"], index=False)
-    targets.to_csv(files["targets"], index=False)
-    runs.to_csv(files["runs"], index=False)
-    extra = []
-    if metamodel:
-        meta = tmp / "metamodel.json"
-        meta.write_text(json.dumps({"output_names": outs, "y_std": y_std.tolist()}))
-        extra = ["--metamodel-info", str(meta)]
-    out, png = tmp / "curves" / f"{strategy}.csv", tmp / "curves" / f"{strategy}.png"
-    if ppc is not None:
-        ppc.to_csv(tmp / "ppc_runs.csv", index=False)
-        extra += ["--posterior-runs", str(tmp / "ppc_runs.csv")]
-    argv = ["cal-curves", "--study", "lin", "--params", json.dumps(cfg), "--seed", str(SEED),
-            "--records", str(files["records"]), "--targets", str(files["targets"]),
-            "--runs", str(files["runs"]), "--replicates", str(replicates), "--band", "5",
-            "95", "--max-panels", "1", "--strategy", strategy, *extra]
-    assert curves_main([*argv, "--output", str(out), "--output-figure", str(png)]) == 0
-    return {"rec": rec, "runs": runs, "targets": targets,
-            "y_std": dict(zip(outs, y_std, strict=True)), "table": pd.read_csv(out),
-            "png": png, "csv": out, "argv": argv, "study": st}
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 from simcalib.cli import main
 from simcalib.report import answer, first_page
 from simcalib.report.sections import Figure
-from tests.report.test_curves import run_case
+from tests.fixtures.curve_case import run_case
 
 
 @pytest.fixture(scope="module")
