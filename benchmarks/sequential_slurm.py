@@ -5,8 +5,12 @@ workflow on the single-node test cluster of ../shared/ci/slurm
 (``SLURM_CPUS=32 start-slurm.sh``: it declares more CPUs than the machine has, so the
 waiting jobs run side by side): the makespan at batch 16 at most a third of batch 4's,
 and the per-round overhead measured.  Per batch this writes a five-section study
-(benchmarks/sleepy.py as the simulator, ``sequential.jobs: rounds``, one run a
-simulation job), runs Snakemake on the calibration's records with
+(benchmarks/sleepy.py as the simulator, ``sequential.jobs: rounds``), by default in the
+layout that cuts a round's overhead: the step a local rule (``step_local: true``: no
+submission, start-up or status-check wait for it) and one simulation job a round
+(``chunk_size`` = the batch) whose runs run side by side (``isolate: true``: a worker
+process a run); ``--chunk-size 1 --no-step-local --no-isolate`` is the earlier layout (a
+step job and one job a run).  It runs Snakemake on the calibration's records with
 ``--profile benchmarks/slurm_profile`` (the CI profile with a shorter first status
 check, smaller run-job memory and the greedy scheduler: see its comments), and reads
 per round, from the files' times and the rules' benchmark files:
@@ -16,8 +20,13 @@ per round, from the files' times and the rules' benchmark files:
 - ``step_wall_s``: from the round's last run written to the step's proposals written
   (the step job's seconds plus Snakemake noticing the runs, submitting, SLURM starting
   the job and the job's own Snakemake start-up);
+- ``wait_s``: ``step_wall_s`` less ``step_job_s``: the status check that sees the
+  round's run jobs end, Snakemake's bookkeeping and, for a step job, its submission
+  and start-up;
 - ``sims_wall_s``: from the proposals written to the round's last run written (the
   runs' 5 s plus submission, start-up and status checks);
+- ``run_startup_s``: ``sims_wall_s`` less the longest run job's own seconds: submission,
+  SLURM's start and the run job's own Snakemake start-up;
 - ``overhead_s``: the round's wall less the simulator's 5 s.
 
 A run that is stopped (``--timeout``) still reports the rounds it completed, with the
@@ -54,17 +63,24 @@ SEQ = "results/sleepy/calibration/rounds/sequential"
 BENCH = "results/benchmarks/rules/sleepy/calibration"
 
 
-def study(batch: int, runs: int, sleep: float) -> dict:
+def study(batch: int, runs: int, sleep: float, chunk_size: int = 1, step_local: bool = False,
+          isolate: bool = False) -> dict:
+    """The five-section study of one batch: ``chunk_size`` runs a simulation job (side
+    by side where ``isolate``: one worker process a run), the step a local rule where
+    ``step_local``."""
+    opts = {"function": "sleepy:sleepy", "path": str(ROOT / "benchmarks"),
+            "outputs": ["a", "b"], "options": {"sleep": sleep}}
+    if isolate:
+        opts["isolate"] = True
     return {"seed": 1, "studies": {"sleepy": {
-        "simulator": {"type": "python",
-                      "options": {"function": "sleepy:sleepy", "path": str(ROOT / "benchmarks"),
-                                  "outputs": ["a", "b"], "options": {"sleep": sleep}}},
+        "simulator": {"type": "python", "options": opts},
         "parameters": {"x": {"lower": 0.0, "upper": 1.0}, "y": {"lower": 0.0, "upper": 1.0}},
         "outputs": ["a", "b"],
         "targets": {"n": 1},
         "noise": {"stochastic": False},
         "calibration": {"strategies": ["sequential"], "budget": runs,
-                        "sequential": {"batch": batch, "jobs": "rounds", "chunk_size": 1}}}}}
+                        "sequential": {"batch": batch, "jobs": "rounds",
+                                       "chunk_size": chunk_size, "step_local": step_local}}}}}
 
 
 def _bench_s(path: Path) -> float:
@@ -83,12 +99,19 @@ def rounds_table(wd: Path, batch: int, sleep: float) -> pd.DataFrame:
         t_sims = max(p.stat().st_mtime for p in sims)
         t_next = (seq / f"props_{k + 1}.pkl").stat().st_mtime
         sim_s = [_bench_s(p) for p in bench.glob(f"cal_seq_sim_{k}_*.tsv")]
+        step_s = _bench_s(bench / f"cal_seq_step_{k + 1}.tsv")
+        sim_max = max(sim_s) if sim_s else float("nan")
         rows.append({
-            "batch": batch, "round": k, "runs": len(sims),
-            "sim_job_s_max": round(max(sim_s), 2) if sim_s else float("nan"),
+            "batch": batch, "round": k, "run_jobs": len(sims),
+            "sim_job_s_max": round(sim_max, 2),
             "sims_wall_s": round(t_sims - t_props, 1),
-            "step_job_s": round(_bench_s(bench / f"cal_seq_step_{k + 1}.tsv"), 2),
+            # submission, SLURM start and the run job's own Snakemake start-up
+            "run_startup_s": round(t_sims - t_props - sim_max, 1),
+            "step_job_s": round(step_s, 2),
             "step_wall_s": round(t_next - t_sims, 1),
+            # the last run written -> the step's command started: the status check that
+            # sees the run jobs end (and, for a step job, its submission and start-up)
+            "wait_s": round(t_next - t_sims - step_s, 1),
             "round_wall_s": round(t_next - t_props, 1),
             "overhead_s": round(t_next - t_props - sleep, 1)})
         k += 1
@@ -105,13 +128,13 @@ def planned_rounds(wd: Path) -> int:
 
 
 def run(batch: int, runs: int, sleep: float, local: bool, work: Path, profile: Path,
-        timeout: float | None, report_only: bool) -> tuple[dict, pd.DataFrame]:
+        timeout: float | None, report_only: bool, layout: dict) -> tuple[dict, pd.DataFrame]:
     wd = work / f"batch{batch}"
     wall, finished = float("nan"), False
     if not report_only:
         wd.mkdir(parents=True, exist_ok=True)
         cfg = wd / "config.yaml"
-        cfg.write_text(yaml.safe_dump(study(batch, runs, sleep)))
+        cfg.write_text(yaml.safe_dump(study(batch, runs, sleep, **layout)))
         where = ["--cores", "16"] if local else ["--profile", str(profile)]
         cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d",
                str(wd), "--configfile", str(cfg), *where, TARGET]
@@ -136,13 +159,15 @@ def run(batch: int, runs: int, sleep: float, local: bool, work: Path, profile: P
     planned = planned_rounds(wd) - 1
     mean_round = float(rt["round_wall_s"].mean()) if len(rt) else float("nan")
     row = {"batch": batch, "runs": runs, "sleep_s": sleep,
-           "where": "local" if local else "slurm",
+           "where": "local" if local else "slurm", **layout,
            "finished": finished, "rounds_planned": planned, "rounds_done": len(rt),
            "makespan_s": round(wall, 1) if finished else float("nan"),
            "round_wall_s_mean": round(mean_round, 1),
            "step_job_s_mean": round(float(rt["step_job_s"].mean()), 2) if len(rt) else None,
            "step_wall_s_mean": round(float(rt["step_wall_s"].mean()), 1) if len(rt) else None,
            "sims_wall_s_mean": round(float(rt["sims_wall_s"].mean()), 1) if len(rt) else None,
+           "run_startup_s_mean": round(float(rt["run_startup_s"].mean()), 1) if len(rt) else None,
+           "wait_s_mean": round(float(rt["wait_s"].mean()), 1) if len(rt) else None,
            "overhead_s_mean": round(float(rt["overhead_s"].mean()), 1) if len(rt) else None}
     if not finished and len(rt):
         # labelled: the rounds not run at their measured mean, plus what ran before round 0
@@ -161,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=128)
     ap.add_argument("--sleep", type=float, default=5.0)
     ap.add_argument("--local", action="store_true", help="--cores 16 instead of SLURM")
+    ap.add_argument("--chunk-size", default="batch",
+                    help="runs a simulation job (sequential.chunk_size): a number, or "
+                         "'batch' (default): one job a round")
+    ap.add_argument("--step-local", action=argparse.BooleanOptionalAction, default=True,
+                    help="the round's step as a local rule (sequential.step_local)")
+    ap.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                    help="isolate: true, so a job's runs run side by side")
     ap.add_argument("--profile", default=str(PROFILE))
     ap.add_argument("--timeout", type=float, default=None,
                     help="stop a batch's run after this many seconds (rounds done reported)")
@@ -172,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows, rts = [], []
     for b in args.batches:
+        size = b if args.chunk_size == "batch" else int(args.chunk_size)
+        layout = {"chunk_size": size, "step_local": args.step_local, "isolate": args.isolate}
         row, rt = run(b, args.runs, args.sleep, args.local, Path(args.work), Path(args.profile),
-                      args.timeout, args.report_only)
+                      args.timeout, args.report_only, layout)
         rows.append(row)
         rts.append(rt)
     df = pd.DataFrame(rows)

@@ -99,6 +99,10 @@ rule cal_run:
 # its inputs exist, i.e. for one block, is preferred); sequential as round jobs:
 # cal_seq_step per round, cal_seq_sim per chunk of its runs, then cal_seq_final
 ruleorder: cal_run > cal_seq_final > cal_merge
+# a round's step as a local rule where sequential.step_local says so (no queue, start-up
+# or status-check wait a round); cal_seq_step_local's inputs hold a file no rule makes
+# otherwise, so cal_seq_step is used
+ruleorder: cal_seq_step_local > cal_seq_step
 
 
 # one step of sequential's search (step 0: the start; then the ensemble fit and one
@@ -134,6 +138,15 @@ rule cal_seq_step:
         "--output-state {output.state} --output-proposals {output.props} > {log} 2>&1"
 
 
+use rule cal_seq_step as cal_seq_step_local with:
+    input:
+        unpack(seq_step_local_inputs),
+
+
+localrules:
+    cal_seq_step_local,
+
+
 # chunk_size of one step's proposals, simulated (journaled run by run)
 rule cal_seq_sim:
     input:
@@ -147,7 +160,7 @@ rule cal_seq_sim:
     priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
-    threads: lambda w: cal_threads(_seq_wc(w))
+    threads: seq_sim_threads
     resources:
         mem_mb=2000,
         runtime=240,

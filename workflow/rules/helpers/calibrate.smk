@@ -56,7 +56,9 @@ def cal_params(wildcards):
     if "sequential" in sub:
         # how the search is cut into jobs never changes its runs: not a reason to rerun
         sub["sequential"] = {
-            k: v for k, v in sub["sequential"].items() if k not in ("jobs", "chunk_size")
+            k: v
+            for k, v in sub["sequential"].items()
+            if k not in ("jobs", "chunk_size", "step_local")
         }
     out = study_keys(wildcards.study, (*CAL_STUDY_KEYS, *spec.study_keys))
     # a declared stochastic simulator turns on choosing by mean (select.top: auto)
@@ -250,6 +252,29 @@ def seq_step_inputs(wildcards):
         d["state"] = f"{base}/step_{step - 1}.pkl"
         d["sims"] = seq_chunks(wildcards, step - 1)
     return d
+
+
+def seq_step_local_inputs(wildcards):
+    """cal_seq_step_local's inputs: cal_seq_step's where the study's
+    sequential.step_local is true, else a file no rule makes (so cal_seq_step runs)."""
+    if not config["studies"][wildcards.study]["calibration"]["sequential"]["step_local"]:
+        return {"remote": f"results/{wildcards.study}/{wildcards.caldir}/rounds/not_local"}
+    return seq_step_inputs(wildcards)
+
+
+def seq_sim_threads(wildcards):
+    """Threads of a round's simulation job: its chunk's runs side by side for a
+    simulator that runs calls concurrently (design.threads where the study sets them,
+    else the chunk's runs), 1 for an in-process Python function (its calls run one after
+    another).  The records do not depend on it: each run's seed comes from its run id."""
+    cfg = config["studies"][wildcards.study]
+    if not concurrent_calls(cfg):
+        return 1
+    size = int(cfg["calibration"]["sequential"]["chunk_size"])
+    rows = seq_plan(wildcards.study, wildcards.caldir)[int(wildcards.step)]
+    runs = max(1, min(size, rows - int(wildcards.chunk) * size))  # the last chunk: the rest
+    threads = (cfg.get("design") or {}).get("threads")
+    return min(runs, int(threads)) if threads else runs
 
 
 def seq_final_inputs(wildcards):
