@@ -200,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default=str(ROOT / "results" / "benchmarks" / "slurm_work"))
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
+    # a background start (`cmd &` in a script) ignores SIGINT, and Snakemake would
+    # inherit that and not stop on --timeout's SIGINT: a handled signal is reset to the
+    # default in a child
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows, rts = [], []
