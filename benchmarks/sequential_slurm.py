@@ -13,21 +13,14 @@ process a run); ``--chunk-size 1 --no-step-local --no-isolate`` is the earlier l
 step job and one job a run).  It runs Snakemake on the calibration's records with
 ``--profile benchmarks/slurm_profile`` (the CI profile with a shorter first status
 check, smaller run-job memory and the greedy scheduler: see its comments), and reads
-per round, from the files' times and the rules' benchmark files:
-
-- ``step_job_s``: the step job's own seconds (ensemble fit + proposal MILPs + Python
-  start-up, Snakemake's benchmark of the rule);
-- ``step_wall_s``: from the round's last run written to the step's proposals written
-  (the step job's seconds plus Snakemake noticing the runs, submitting, SLURM starting
-  the job and the job's own Snakemake start-up);
-- ``wait_s``: ``step_wall_s`` less ``step_job_s``: the status check that sees the
-  round's run jobs end, Snakemake's bookkeeping and, for a step job, its submission
-  and start-up;
-- ``sims_wall_s``: from the proposals written to the round's last run written (the
-  runs' 5 s plus submission, start-up and status checks);
-- ``run_startup_s``: ``sims_wall_s`` less the longest run job's own seconds: submission,
-  SLURM's start and the run job's own Snakemake start-up;
-- ``overhead_s``: the round's wall less the simulator's 5 s.
+per round, from the files' times and the rules' benchmark files (``rounds_table``):
+``run_startup_s`` (proposals written to the last run job's command started: submission,
+SLURM's start, the job's own Snakemake start-up), ``sim_job_s_max`` (the longest run
+job's command: the runs, Python's start-up), ``run_seen_s`` (its end to Snakemake
+seeing it: the plugin's status check), ``step_startup_s`` (to the step's command
+started: for a step job its submission and start-up), ``step_job_s`` (the ensemble fit
+and proposal MILPs with Python's start-up), ``step_seen_s`` (its end to Snakemake seeing
+it; 0 for a local step), and the round's wall and overhead (wall less the 5 s run).
 
 A run that is stopped (``--timeout``) still reports the rounds it completed, with the
 makespan extrapolated from their mean (labelled ``extrapolated``).
@@ -61,19 +54,38 @@ PROFILE = ROOT / "benchmarks" / "slurm_profile"
 TARGET = "results/sleepy/calibration/sequential.csv"
 SEQ = "results/sleepy/calibration/rounds/sequential"
 BENCH = "results/benchmarks/rules/sleepy/calibration"
+LOGS = "results/logs/sleepy/calibration"
+
+
+#: the warped plane of benchmarks/sleepy.py as a program: sleep, then a, b as key: value
+PLANE = ("import sys; x, y = map(float, sys.argv[1:3]); "
+         "print('a:', repr(x + 0.5 * y ** 2)); print('b:', repr(y + 0.5 * x ** 2))")
+
+
+def simulator(kind: str, sleep: float) -> dict:
+    """The sleeping simulator: ``command`` (``sleep`` then a 20 ms Python program: the
+    runs of a job run side by side at no CPU cost, as an external program's do),
+    ``isolate`` (benchmarks/sleepy.py, a worker process a run: side by side, each
+    worker importing simcalib) or ``python`` (in process: one run after another)."""
+    if kind == "command":
+        return {"type": "command", "options": {
+            "command": ["sh", "-c", f'sleep {sleep:g} && exec "$0" -c "$1" "$2" "$3" > out.txt',
+                        sys.executable, PLANE, "{x:.17g}", "{y:.17g}"],
+            "output_file": "out.txt", "parser": "keyvalue", "timeout": 600}}
+    opts = {"function": "sleepy:sleepy", "path": str(ROOT / "benchmarks"),
+            "outputs": ["a", "b"], "options": {"sleep": sleep}}
+    if kind == "isolate":
+        opts["isolate"] = True
+    return {"type": "python", "options": opts}
 
 
 def study(batch: int, runs: int, sleep: float, chunk_size: int = 1, step_local: bool = False,
-          isolate: bool = False) -> dict:
+          sim: str = "python") -> dict:
     """The five-section study of one batch: ``chunk_size`` runs a simulation job (side
-    by side where ``isolate``: one worker process a run), the step a local rule where
+    by side for a ``command`` or ``isolate`` simulator), the step a local rule where
     ``step_local``."""
-    opts = {"function": "sleepy:sleepy", "path": str(ROOT / "benchmarks"),
-            "outputs": ["a", "b"], "options": {"sleep": sleep}}
-    if isolate:
-        opts["isolate"] = True
     return {"seed": 1, "studies": {"sleepy": {
-        "simulator": {"type": "python", "options": opts},
+        "simulator": simulator(sim, sleep),
         "parameters": {"x": {"lower": 0.0, "upper": 1.0}, "y": {"lower": 0.0, "upper": 1.0}},
         "outputs": ["a", "b"],
         "targets": {"n": 1},
@@ -87,31 +99,42 @@ def _bench_s(path: Path) -> float:
     return float(pd.read_csv(path, sep="\t")["s"].iloc[0])
 
 
-def rounds_table(wd: Path, batch: int, sleep: float) -> pd.DataFrame:
+def rounds_table(wd: Path, batch: int, sleep: float, step_local: bool = False) -> pd.DataFrame:
     """One row a completed round (step k's proposals simulated and step k+1 written);
-    step 0 (the start runs) is round 0."""
-    seq, bench = wd / SEQ, wd / BENCH
+    step 0 (the start runs) is round 0.  Snakemake sets a cluster job's outputs' times
+    to when it saw the job end; a job's log is written by the job's command itself, so
+    its time is when the command ended (and the rule's benchmark, how long it ran)."""
+    seq, bench, logs = wd / SEQ, wd / BENCH, wd / LOGS
     rows = []
     k = 0
     while (seq / f"props_{k + 1}.pkl").exists():
         t_props = (seq / f"props_{k}.pkl").stat().st_mtime
         sims = sorted(seq.glob(f"sim_{k}_*.pkl"))
-        t_sims = max(p.stat().st_mtime for p in sims)
+        t_seen = max(p.stat().st_mtime for p in sims)
         t_next = (seq / f"props_{k + 1}.pkl").stat().st_mtime
-        sim_s = [_bench_s(p) for p in bench.glob(f"cal_seq_sim_{k}_*.tsv")]
+        ends, starts, sim_s = [], [], []
+        for p in sims:
+            name = p.stem.replace("sim_", "cal_seq_sim_")
+            end, took = (logs / f"{name}.log").stat().st_mtime, _bench_s(bench / f"{name}.tsv")
+            ends.append(end)
+            starts.append(end - took)
+            sim_s.append(took)
         step_s = _bench_s(bench / f"cal_seq_step_{k + 1}.tsv")
-        sim_max = max(sim_s) if sim_s else float("nan")
+        # a local step's outputs are written (and seen) as its command ends
+        step_end = t_next if step_local else (logs / f"cal_seq_step_{k + 1}.log").stat().st_mtime
         rows.append({
             "batch": batch, "round": k, "run_jobs": len(sims),
-            "sim_job_s_max": round(sim_max, 2),
-            "sims_wall_s": round(t_sims - t_props, 1),
-            # submission, SLURM start and the run job's own Snakemake start-up
-            "run_startup_s": round(t_sims - t_props - sim_max, 1),
-            "step_job_s": round(step_s, 2),
-            "step_wall_s": round(t_next - t_sims, 1),
-            # the last run written -> the step's command started: the status check that
-            # sees the run jobs end (and, for a step job, its submission and start-up)
-            "wait_s": round(t_next - t_sims - step_s, 1),
+            # proposals written -> the last run job's command started: submission,
+            # SLURM's start and the job's own Snakemake start-up
+            "run_startup_s": round(max(starts) - t_props, 1),
+            "sim_job_s_max": round(max(sim_s), 1),
+            # the last run job's command ended -> Snakemake saw it (status check)
+            "run_seen_s": round(t_seen - max(ends), 1),
+            # -> the step's command started (a step job: submission and start-up too)
+            "step_startup_s": round(step_end - step_s - t_seen, 1),
+            "step_job_s": round(step_s, 1),
+            # the step's command ended -> its proposals seen (0 for a local step)
+            "step_seen_s": round(t_next - step_end, 1),
             "round_wall_s": round(t_next - t_props, 1),
             "overhead_s": round(t_next - t_props - sleep, 1)})
         k += 1
@@ -155,7 +178,7 @@ def run(batch: int, runs: int, sleep: float, local: bool, work: Path, profile: P
     elif (wd / "wall.txt").exists():
         w, f = (wd / "wall.txt").read_text().split()
         wall, finished = float(w), f == "1"
-    rt = rounds_table(wd, batch, sleep)
+    rt = rounds_table(wd, batch, sleep, layout["step_local"])
     planned = planned_rounds(wd) - 1
     mean_round = float(rt["round_wall_s"].mean()) if len(rt) else float("nan")
     row = {"batch": batch, "runs": runs, "sleep_s": sleep,
@@ -163,11 +186,9 @@ def run(batch: int, runs: int, sleep: float, local: bool, work: Path, profile: P
            "finished": finished, "rounds_planned": planned, "rounds_done": len(rt),
            "makespan_s": round(wall, 1) if finished else float("nan"),
            "round_wall_s_mean": round(mean_round, 1),
-           "step_job_s_mean": round(float(rt["step_job_s"].mean()), 2) if len(rt) else None,
-           "step_wall_s_mean": round(float(rt["step_wall_s"].mean()), 1) if len(rt) else None,
-           "sims_wall_s_mean": round(float(rt["sims_wall_s"].mean()), 1) if len(rt) else None,
-           "run_startup_s_mean": round(float(rt["run_startup_s"].mean()), 1) if len(rt) else None,
-           "wait_s_mean": round(float(rt["wait_s"].mean()), 1) if len(rt) else None,
+           **{f"{c}_mean": round(float(rt[c].mean()), 1) if len(rt) else None
+              for c in ("run_startup_s", "sim_job_s_max", "run_seen_s", "step_startup_s",
+                        "step_job_s", "step_seen_s")},
            "overhead_s_mean": round(float(rt["overhead_s"].mean()), 1) if len(rt) else None}
     if not finished and len(rt):
         # labelled: the rounds not run at their measured mean, plus what ran before round 0
@@ -191,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
                          "'batch' (default): one job a round")
     ap.add_argument("--step-local", action=argparse.BooleanOptionalAction, default=True,
                     help="the round's step as a local rule (sequential.step_local)")
-    ap.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
-                    help="isolate: true, so a job's runs run side by side")
+    ap.add_argument("--sim", choices=["command", "isolate", "python"], default="command",
+                    help="the sleeping simulator (see simulator())")
     ap.add_argument("--profile", default=str(PROFILE))
     ap.add_argument("--timeout", type=float, default=None,
                     help="stop a batch's run after this many seconds (rounds done reported)")
@@ -209,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, rts = [], []
     for b in args.batches:
         size = b if args.chunk_size == "batch" else int(args.chunk_size)
-        layout = {"chunk_size": size, "step_local": args.step_local, "isolate": args.isolate}
+        layout = {"chunk_size": size, "step_local": args.step_local, "sim": args.sim}
         row, rt = run(b, args.runs, args.sleep, args.local, Path(args.work), Path(args.profile),
                       args.timeout, args.report_only, layout)
         rows.append(row)
