@@ -263,18 +263,17 @@ def seq_step_local_inputs(wildcards):
 
 
 def seq_sim_threads(wildcards):
-    """Threads of a round's simulation job: its chunk's runs side by side for a
-    simulator that runs calls concurrently (design.threads where the study sets them,
-    else the chunk's runs), 1 for an in-process Python function (its calls run one after
-    another).  The records do not depend on it: each run's seed comes from its run id."""
+    """Threads of a round's simulation job: one per run of its chunk for a simulator
+    that runs calls concurrently (chunk_size is the knob of runs side by side in a job;
+    design.threads, default 1, is the design's), 1 for an in-process Python function (its
+    calls run one after another).  The records do not depend on it: each run's seed
+    comes from its run id."""
     cfg = config["studies"][wildcards.study]
     if not concurrent_calls(cfg):
         return 1
     size = int(cfg["calibration"]["sequential"]["chunk_size"])
     rows = seq_plan(wildcards.study, wildcards.caldir)[int(wildcards.step)]
-    runs = max(1, min(size, rows - int(wildcards.chunk) * size))  # the last chunk: the rest
-    threads = (cfg.get("design") or {}).get("threads")
-    return min(runs, int(threads)) if threads else runs
+    return max(1, min(size, rows - int(wildcards.chunk) * size))  # the last chunk: the rest
 
 
 def seq_final_inputs(wildcards):
