@@ -164,6 +164,8 @@ rule cal_seq_sim:
     resources:
         mem_mb=2000,
         runtime=240,
+        # runs side by side; a resource, not a param: --cores is no reason to rerun
+        sim_workers=seq_sim_workers,
     params:
         cfg=cal_study_only,
         seed=config["seed"],
@@ -171,7 +173,7 @@ rule cal_seq_sim:
     shell:
         "python -m simcalib cal-sim --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --proposals {input} --chunk {wildcards.chunk} "
-        "--chunk-size {params.size} --threads {threads} --output {output} > {log} 2>&1"
+        "--chunk-size {params.size} --threads {resources.sim_workers} --output {output} > {log} 2>&1"
 
 
 # the search's end: the last runs entered, the answer and the records (cal-run's code)

@@ -276,6 +276,15 @@ def seq_sim_threads(wildcards):
     return max(1, min(size, rows - int(wildcards.chunk) * size))  # the last chunk: the rest
 
 
+def seq_sim_workers(wildcards, threads):
+    """Runs side by side in a round's simulation job: inside a cluster job the cores it
+    was given (seq_sim_threads, its --cpus-per-task), elsewhere the threads Snakemake
+    grants (at most --cores).  A cluster job's own Snakemake caps {threads} at the CPUs
+    it sees, which on a node that declares more CPUs than it has (the test cluster's
+    SLURM_CPUS) is not the allocation.  The records do not depend on it."""
+    return seq_sim_threads(wildcards) if workflow.remote_exec else threads
+
+
 def seq_final_inputs(wildcards):
     """cal_seq_final's inputs: cal_run's, the last step's state and runs (a file no
     rule makes when the search runs as one job, so cal_run is used)."""
