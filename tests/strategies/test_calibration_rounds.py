@@ -169,10 +169,11 @@ def _job_stats(text: str) -> dict[str, int]:
 
 
 def test_step_local_and_chunk_size_choose_the_round_jobs(tmp_path: Path) -> None:
-    """sequential.step_local makes every step the local rule cal_seq_step_local (no
-    cal_seq_step job); chunk_size 3 (the batch) makes one simulation job a round, whose
-    runs run side by side (threads = the chunk's runs) where isolate runs them in
-    workers, one at a time in process.  Budget 10, start 5, rounds of 3 and 2: 3 steps."""
+    """sequential.step_local makes every step the local rule cal_seq_step_local and the
+    last cal_seq_final_local (no cal_seq_step or cal_seq_final job); chunk_size 3 (the
+    batch) makes one simulation job a round, whose runs run side by side (threads = the
+    chunk's runs) where isolate runs them in workers, one at a time in process.  Budget
+    10, start 5, rounds of 3 and 2: 3 steps."""
     import yaml
 
     from tests.conftest import run_snakemake
@@ -188,9 +189,11 @@ def test_step_local_and_chunk_size_choose_the_round_jobs(tmp_path: Path) -> None
     # simulation jobs: the start's 5 runs in 2 (3 + 2), then one of 3, one of 2
     stats, text = seen["remote"]
     assert stats.get("cal_seq_step") == 3 and "cal_seq_step_local" not in stats
+    assert stats.get("cal_seq_final") == 1 and "cal_seq_final_local" not in stats
     assert stats["cal_seq_sim"] == 4 and "threads:" not in text   # in process: 1 each
     stats, text = seen["local"]
     assert stats.get("cal_seq_step_local") == 3 and "cal_seq_step" not in stats
+    assert stats.get("cal_seq_final_local") == 1 and "cal_seq_final" not in stats
     assert stats["cal_seq_sim"] == 4
     assert text.count("threads: 3") == 2 and text.count("threads: 2") == 2
 

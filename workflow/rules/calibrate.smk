@@ -98,10 +98,10 @@ rule cal_run:
 # a strategy in blocks: cal_run_block per block, joined by cal_merge (cal_run, when
 # its inputs exist, i.e. for one block, is preferred); sequential as round jobs:
 # cal_seq_step per round, cal_seq_sim per chunk of its runs, then cal_seq_final
-ruleorder: cal_run > cal_seq_final > cal_merge
-# a round's step as a local rule where sequential.step_local says so (no queue, start-up
-# or status-check wait a round); cal_seq_step_local's inputs hold a file no rule makes
-# otherwise, so cal_seq_step is used
+ruleorder: cal_run > cal_seq_final_local > cal_seq_final > cal_merge
+# a round's step (and the final step) as a local rule where sequential.step_local says so
+# (no queue, start-up or status-check wait a round); the _local rules' inputs hold a file
+# no rule makes otherwise, so cal_seq_step and cal_seq_final are used
 ruleorder: cal_seq_step_local > cal_seq_step
 
 
@@ -206,6 +206,15 @@ rule cal_seq_final:
         "--solver {params.solver:q} --seed {params.seed} --strategy sequential {params.mm} "
         "--targets {input.targets} {params.extra} --threads {threads} {params.state} "
         "--output {output.records} --output-runs {output.runs} > {log} 2>&1"
+
+
+use rule cal_seq_final as cal_seq_final_local with:
+    input:
+        unpack(seq_final_local_inputs),
+
+
+localrules:
+    cal_seq_final_local,
 
 
 rule cal_run_block:

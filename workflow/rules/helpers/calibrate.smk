@@ -298,6 +298,14 @@ def seq_final_inputs(wildcards):
     return d
 
 
+def seq_final_local_inputs(wildcards):
+    """cal_seq_final_local's inputs: cal_seq_final's where sequential.step_local is
+    true, else a file no rule makes (so cal_seq_final, or cal_run, runs)."""
+    if not config["studies"][wildcards.study]["calibration"]["sequential"]["step_local"]:
+        return {"remote": f"results/{wildcards.study}/{wildcards.caldir}/rounds/not_local"}
+    return seq_final_inputs(wildcards)
+
+
 def seq_params(wildcards):
     return cal_params(_seq_wc(wildcards))
 
