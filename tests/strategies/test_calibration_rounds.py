@@ -139,47 +139,107 @@ def test_op_unproven_counts_what_the_log_counts(caplog) -> None:
     assert logged[-1] == stopped
 
 
-def _five_sections(jobs: str) -> dict:
-    """A new user's study: simulator, parameters, outputs, targets, calibration."""
+def _five_sections(jobs: str, chunk_size: int = 2, step_local: bool = False,
+                   isolate: bool = False) -> dict:
+    """A new user's study: simulator, parameters, outputs, targets, calibration (the
+    job layout keys as given)."""
     from tests.conftest import REPO
 
+    opts = {"function": "tests.sim_fixtures:warped_plane", "path": str(REPO),
+            "outputs": ["a", "b"]}
+    if isolate:
+        opts["isolate"] = True
     return {"seed": 3, "studies": {"wp": {
-        "simulator": {"type": "python",
-                      "options": {"function": "tests.sim_fixtures:warped_plane",
-                                  "path": str(REPO), "outputs": ["a", "b"]}},
+        "simulator": {"type": "python", "options": opts},
         "parameters": {"x": {"lower": 0.0, "upper": 1.0}, "y": {"lower": 0.0, "upper": 1.0}},
         "outputs": ["a", "b"],
         "targets": {"n": 1},
         "calibration": {"strategies": ["sequential"], "budget": 10,
-                        "sequential": {"batch": 3, "jobs": jobs, "chunk_size": 2,
+                        "sequential": {"batch": 3, "jobs": jobs, "chunk_size": chunk_size,
+                                       "step_local": step_local,
                                        "ensemble": {"members": 2, "hidden": [8],
                                                     "epochs": 100, "warm_epochs": 50}}}}}}
+
+
+def _job_stats(text: str) -> dict[str, int]:
+    """Snakemake's "Job stats" table: rule -> jobs."""
+    stats = text.split("Job stats:")[1].split("total")[0]
+    return {p[0]: int(p[1]) for p in (line.split() for line in stats.splitlines())
+            if len(p) == 2 and p[1].isdigit()}
+
+
+def test_step_local_and_chunk_size_choose_the_round_jobs(tmp_path: Path) -> None:
+    """sequential.step_local makes every step the local rule cal_seq_step_local and the
+    last cal_seq_final_local (no cal_seq_step or cal_seq_final job); chunk_size 3 (the
+    batch) makes one simulation job a round, whose runs run side by side (threads = the
+    chunk's runs) where isolate runs them in workers, one at a time in process.  Budget
+    10, start 5, rounds of 3 and 2: 3 steps."""
+    import yaml
+
+    from tests.conftest import run_snakemake
+
+    seen = {}
+    for name, local, isolate in (("remote", False, False), ("local", True, True)):
+        cfg = tmp_path / f"{name}.yaml"
+        cfg.write_text(yaml.safe_dump(_five_sections("rounds", 3, local, isolate)))
+        proc = run_snakemake(tmp_path / name, "-n", "--cores", "16",
+                             "results/wp/calibration/sequential.csv", configfile=cfg)
+        text = proc.stdout + proc.stderr
+        seen[name] = (_job_stats(text), text)
+    # simulation jobs: the start's 5 runs in 2 (3 + 2), then one of 3, one of 2
+    stats, text = seen["remote"]
+    assert stats.get("cal_seq_step") == 3 and "cal_seq_step_local" not in stats
+    assert stats.get("cal_seq_final") == 1 and "cal_seq_final_local" not in stats
+    assert stats["cal_seq_sim"] == 4 and "threads:" not in text   # in process: 1 each
+    stats, text = seen["local"]
+    assert stats.get("cal_seq_step_local") == 3 and "cal_seq_step" not in stats
+    assert stats.get("cal_seq_final_local") == 1 and "cal_seq_final" not in stats
+    assert stats["cal_seq_sim"] == 4
+    assert text.count("threads: 3") == 2 and text.count("threads: 2") == 2
+
+
+#: job layouts of the same search: (jobs, chunk_size, step_local, isolate)
+LAYOUTS = {"rounds": ("rounds", 2, False, False), "one": ("one", 2, False, False),
+           # a local step and one simulation job a round, its 3 runs side by side
+           "rounds_local": ("rounds", 3, True, True)}
 
 
 @pytest.mark.slow
 def test_five_section_study_runs_sequential_with_no_design(tmp_path: Path) -> None:
     """The workflow on a five-section study: 0 design runs, no metamodel; as round jobs
-    (a step job per round, 2 runs a simulation job) the records and run log are the
-    one job's, byte for byte."""
+    (a step job per round, 2 runs a simulation job; or the step as a local rule and
+    one simulation job a round running its runs side by side) the records and run log
+    are the one job's, byte for byte."""
     import yaml
 
     from tests.conftest import run_snakemake
 
     out = {}
-    for jobs in ("rounds", "one"):
-        cfg = tmp_path / f"{jobs}.yaml"
-        cfg.write_text(yaml.safe_dump(_five_sections(jobs)))
-        wd = tmp_path / jobs
+    for name, (jobs, size, local, isolate) in LAYOUTS.items():
+        cfg = tmp_path / f"{name}.yaml"
+        cfg.write_text(yaml.safe_dump(_five_sections(jobs, size, local, isolate)))
+        wd = tmp_path / name
         proc = run_snakemake(wd, "results/wp/calibration/summary.csv", configfile=cfg,
                              timeout=1200)
         res = wd / "results" / "wp"
         assert not (res / "dataset.csv").exists() and not (res / "metamodel").exists()
         assert not (res / "chunks").exists()
-        out[jobs] = [(res / "calibration" / f).read_bytes()
+        out[name] = [(res / "calibration" / f).read_bytes()
                      for f in ("sequential.csv", "runs/sequential.csv")]
-        if jobs == "rounds":   # 3 steps (start 5, rounds of 3 and 2), 6 simulation jobs
-            assert len(list((res / "calibration" / "rounds" / "sequential").glob("sim_*"))) == 6
-            assert "cal_seq_step" in proc.stderr
+        sims = list((res / "calibration" / "rounds" / "sequential").glob("sim_*"))
+        if name == "rounds":   # 3 steps (start 5, rounds of 3 and 2), 6 simulation jobs
+            assert len(sims) == 6
+            assert "cal_seq_step " in proc.stderr and "cal_seq_step_local" not in proc.stderr
+        if name == "rounds_local":   # the same 3 steps; 3 + 2 start runs, 3, 2
+            assert len(sims) == 4
+            assert "cal_seq_step_local" in proc.stderr and "cal_seq_step " not in proc.stderr
     assert out["rounds"] == out["one"]
+    assert out["rounds_local"] == out["one"]
+    # how the search is cut into jobs is no reason to rerun: the other step rule, same runs
+    cfg = tmp_path / "rounds_flip.yaml"
+    cfg.write_text(yaml.safe_dump(_five_sections("rounds", 2, True)))
+    dry = run_snakemake(tmp_path / "rounds", "-n", "results/wp/calibration/summary.csv",
+                        configfile=cfg)
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
     rec = pd.read_csv(tmp_path / "one" / "results" / "wp" / "calibration" / "sequential.csv")
     assert rec["runs"].iloc[0] == 10 and rec["delta_scale"].iloc[0].startswith("sd of the")

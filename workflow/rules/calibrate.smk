@@ -98,7 +98,11 @@ rule cal_run:
 # a strategy in blocks: cal_run_block per block, joined by cal_merge (cal_run, when
 # its inputs exist, i.e. for one block, is preferred); sequential as round jobs:
 # cal_seq_step per round, cal_seq_sim per chunk of its runs, then cal_seq_final
-ruleorder: cal_run > cal_seq_final > cal_merge
+ruleorder: cal_run > cal_seq_final_local > cal_seq_final > cal_merge
+# a round's step (and the final step) as a local rule where sequential.step_local says so
+# (no queue, start-up or status-check wait a round); the _local rules' inputs hold a file
+# no rule makes otherwise, so cal_seq_step and cal_seq_final are used
+ruleorder: cal_seq_step_local > cal_seq_step
 
 
 # one step of sequential's search (step 0: the start; then the ensemble fit and one
@@ -134,6 +138,15 @@ rule cal_seq_step:
         "--output-state {output.state} --output-proposals {output.props} > {log} 2>&1"
 
 
+use rule cal_seq_step as cal_seq_step_local with:
+    input:
+        unpack(seq_step_local_inputs),
+
+
+localrules:
+    cal_seq_step_local,
+
+
 # chunk_size of one step's proposals, simulated (journaled run by run)
 rule cal_seq_sim:
     input:
@@ -147,10 +160,12 @@ rule cal_seq_sim:
     priority: PRIORITY["simulate"]
     conda:
         "../../envs/simcalib.yaml"
-    threads: lambda w: cal_threads(_seq_wc(w))
+    threads: seq_sim_threads
     resources:
         mem_mb=2000,
         runtime=240,
+        # runs side by side; a resource, not a param: --cores is no reason to rerun
+        sim_workers=seq_sim_workers,
     params:
         cfg=cal_study_only,
         seed=config["seed"],
@@ -158,7 +173,7 @@ rule cal_seq_sim:
     shell:
         "python -m simcalib cal-sim --study {wildcards.study} --params {params.cfg:q} "
         "--seed {params.seed} --proposals {input} --chunk {wildcards.chunk} "
-        "--chunk-size {params.size} --threads {threads} --output {output} > {log} 2>&1"
+        "--chunk-size {params.size} --threads {resources.sim_workers} --output {output} > {log} 2>&1"
 
 
 # the search's end: the last runs entered, the answer and the records (cal-run's code)
@@ -191,6 +206,15 @@ rule cal_seq_final:
         "--solver {params.solver:q} --seed {params.seed} --strategy sequential {params.mm} "
         "--targets {input.targets} {params.extra} --threads {threads} {params.state} "
         "--output {output.records} --output-runs {output.runs} > {log} 2>&1"
+
+
+use rule cal_seq_final as cal_seq_final_local with:
+    input:
+        unpack(seq_final_local_inputs),
+
+
+localrules:
+    cal_seq_final_local,
 
 
 rule cal_run_block:

@@ -56,7 +56,9 @@ def cal_params(wildcards):
     if "sequential" in sub:
         # how the search is cut into jobs never changes its runs: not a reason to rerun
         sub["sequential"] = {
-            k: v for k, v in sub["sequential"].items() if k not in ("jobs", "chunk_size")
+            k: v
+            for k, v in sub["sequential"].items()
+            if k not in ("jobs", "chunk_size", "step_local")
         }
     out = study_keys(wildcards.study, (*CAL_STUDY_KEYS, *spec.study_keys))
     # a declared stochastic simulator turns on choosing by mean (select.top: auto)
@@ -252,6 +254,37 @@ def seq_step_inputs(wildcards):
     return d
 
 
+def seq_step_local_inputs(wildcards):
+    """cal_seq_step_local's inputs: cal_seq_step's where the study's
+    sequential.step_local is true, else a file no rule makes (so cal_seq_step runs)."""
+    if not config["studies"][wildcards.study]["calibration"]["sequential"]["step_local"]:
+        return {"remote": f"results/{wildcards.study}/{wildcards.caldir}/rounds/not_local"}
+    return seq_step_inputs(wildcards)
+
+
+def seq_sim_threads(wildcards):
+    """Threads of a round's simulation job: one per run of its chunk for a simulator
+    that runs calls concurrently (chunk_size is the knob of runs side by side in a job;
+    design.threads, default 1, is the design's), 1 for an in-process Python function (its
+    calls run one after another).  The records do not depend on it: each run's seed
+    comes from its run id."""
+    cfg = config["studies"][wildcards.study]
+    if not concurrent_calls(cfg):
+        return 1
+    size = int(cfg["calibration"]["sequential"]["chunk_size"])
+    rows = seq_plan(wildcards.study, wildcards.caldir)[int(wildcards.step)]
+    return max(1, min(size, rows - int(wildcards.chunk) * size))  # the last chunk: the rest
+
+
+def seq_sim_workers(wildcards, threads):
+    """Runs side by side in a round's simulation job: inside a cluster job the cores it
+    was given (seq_sim_threads, its --cpus-per-task), elsewhere the threads Snakemake
+    grants (at most --cores).  A cluster job's own Snakemake caps {threads} at the CPUs
+    it sees, which on a node that declares more CPUs than it has (the test cluster's
+    SLURM_CPUS) is not the allocation.  The records do not depend on it."""
+    return seq_sim_threads(wildcards) if workflow.remote_exec else threads
+
+
 def seq_final_inputs(wildcards):
     """cal_seq_final's inputs: cal_run's, the last step's state and runs (a file no
     rule makes when the search runs as one job, so cal_run is used)."""
@@ -263,6 +296,14 @@ def seq_final_inputs(wildcards):
     d["state"] = f"{base}/step_{last}.pkl"
     d["sims"] = seq_chunks(wildcards, last)
     return d
+
+
+def seq_final_local_inputs(wildcards):
+    """cal_seq_final_local's inputs: cal_seq_final's where sequential.step_local is
+    true, else a file no rule makes (so cal_seq_final, or cal_run, runs)."""
+    if not config["studies"][wildcards.study]["calibration"]["sequential"]["step_local"]:
+        return {"remote": f"results/{wildcards.study}/{wildcards.caldir}/rounds/not_local"}
+    return seq_final_inputs(wildcards)
 
 
 def seq_params(wildcards):

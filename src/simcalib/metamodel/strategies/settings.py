@@ -248,6 +248,7 @@ class SequentialSettings:
     min_distance: float
     jobs: str
     chunk_size: int
+    step_local: bool
     final: str
     final_top: int
     solver: Mapping[str, Any] = field(hash=False)
