@@ -5,10 +5,15 @@ metamodel trained, targets drawn, the job's params written): what the tests of
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from simcalib import io
+from simcalib.metamodel.strategies.runner import calibrate
+from simcalib.metamodel.strategies.scale import RunScale
 from simcalib.metamodel.training import train_metamodel
 from simcalib.study import Study
 from simcalib.study.simulation import make_design, make_targets, simulate_rows
@@ -64,3 +69,20 @@ def warped_plane_study(fail: dict | None = None, noisy_sd: float | None = None) 
                         "parameters": {"x": {"lower": 0.0, "upper": 1.0},
                                        "y": {"lower": 0.0, "upper": 1.0}},
                         "constraints": []})
+
+
+def plane_target() -> pd.DataFrame:
+    """One target of :func:`warped_plane_study` with its true inputs (x 0.62, y 0.27)."""
+    x, y = 0.62, 0.27
+    return pd.DataFrame({"target_id": [0], "x": [x], "y": [y], "a": [x + 0.5 * y * y],
+                         "b": [y + 0.5 * x * x]})
+
+
+def run_plane_sequential(study: Study, cal: dict[str, Any], seed: int,
+                         caplog: Any) -> tuple[pd.Series, pd.DataFrame]:
+    """``sequential`` on :func:`plane_target` with no metamodel (Δ's scale from its
+    start), its INFO log captured: (the record, the run log)."""
+    with caplog.at_level(logging.INFO, logger="simcalib.metamodel.strategies.sequential"):
+        rec, runs = calibrate(study, RunScale(["x", "y"], ["a", "b"]), plane_target(),
+                              "sequential", cal, {"backend": "highs"}, seed)
+    return rec.iloc[0], runs

@@ -3,31 +3,22 @@ runs one point twice with different seeds (issue 41, item 5)."""
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pandas as pd
 
-from simcalib.metamodel.strategies.runner import calibrate
-from simcalib.metamodel.strategies.scale import RunScale
 from simcalib.study import Study
-from tests.cal_fixtures import SEQ_SMALL, warped_plane_study
+from tests.cal_fixtures import (
+    SEQ_SMALL,
+    run_plane_sequential,
+    warped_plane_study,
+)
 
 SEED = 5
 CAL = {"budget": 8, **SEQ_SMALL}
 
 
-def _targets() -> pd.DataFrame:
-    x, y = 0.62, 0.27
-    return pd.DataFrame({"target_id": [0], "x": [x], "y": [y], "a": [x + 0.5 * y * y],
-                         "b": [y + 0.5 * x * x]})
-
-
 def _run(study: Study, caplog) -> tuple[pd.Series, pd.DataFrame]:
-    with caplog.at_level(logging.INFO, logger="simcalib.metamodel.strategies.sequential"):
-        rec, runs = calibrate(study, RunScale(["x", "y"], ["a", "b"]), _targets(),
-                              "sequential", CAL, {"backend": "highs"}, SEED)
-    return rec.iloc[0], runs
+    return run_plane_sequential(study, CAL, SEED, caplog)
 
 
 def _repeated(runs: pd.DataFrame) -> pd.DataFrame:

@@ -5,8 +5,6 @@ declared deterministic no run is spent on a repeat."""
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pandas as pd
 
@@ -16,7 +14,12 @@ from simcalib.metamodel.strategies.runner import calibrate
 from simcalib.metamodel.strategies.scale import RunScale
 from simcalib.metamodel.strategies.search import STOCHASTIC_REPEATS
 from simcalib.study import Study
-from tests.cal_fixtures import SEQ_SMALL, warped_plane_study
+from tests.cal_fixtures import (
+    SEQ_SMALL,
+    plane_target,
+    run_plane_sequential,
+    warped_plane_study,
+)
 
 SEED = 5
 SD = 0.05
@@ -30,17 +33,8 @@ def _declared(study: Study, stochastic: bool) -> Study:
     return Study(study.name, {**study.cfg, "noise": {"stochastic": stochastic}})
 
 
-def _targets() -> pd.DataFrame:
-    x, y = 0.62, 0.27
-    return pd.DataFrame({"target_id": [0], "x": [x], "y": [y], "a": [x + 0.5 * y * y],
-                         "b": [y + 0.5 * x * x]})
-
-
 def _run(study: Study, caplog) -> tuple[pd.Series, pd.DataFrame]:
-    with caplog.at_level(logging.INFO, logger="simcalib.metamodel.strategies.sequential"):
-        rec, runs = calibrate(study, RunScale(["x", "y"], ["a", "b"]), _targets(),
-                              "sequential", CAL, {"backend": "highs"}, SEED)
-    return rec.iloc[0], runs
+    return run_plane_sequential(study, CAL, SEED, caplog)
 
 
 def _repeated_pairs(runs: pd.DataFrame, cols: list[str]) -> list[list[int]]:
@@ -126,8 +120,8 @@ def test_round_jobs_repeat_the_same_points_bit_for_bit(tmp_path) -> None:
     def scale() -> RunScale:
         return RunScale(["x", "y"], ["a", "b"], study="wp")
 
-    one = calibrate(study, scale(), _targets(), "sequential", cal, {"backend": "highs"}, SEED)
-    rec, runs = run_chain(study, scale, _targets(), cal, 3, tmp_path, {"backend": "highs"},
+    one = calibrate(study, scale(), plane_target(), "sequential", cal, {"backend": "highs"}, SEED)
+    rec, runs = run_chain(study, scale, plane_target(), cal, 3, tmp_path, {"backend": "highs"},
                           SEED)
     timing = ["seconds", "sim_seconds", "op_seconds"]
     pd.testing.assert_frame_equal(pd.DataFrame(rec).drop(columns=timing),

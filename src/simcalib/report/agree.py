@@ -46,13 +46,12 @@ def _draws(path: Path, names: list[str]) -> np.ndarray | None:
     """The posterior draws of a target's netCDF, (n, d) in ``names`` order."""
     if not path.is_file():
         return None
-    try:
-        from simcalib.bayes.posterior import read_netcdf
+    from simcalib.errors import DataError
+    from simcalib.report.curves import posterior_draws
 
-        post = read_netcdf(path).posterior
-        return np.column_stack([np.asarray(post[n].values, dtype=float).reshape(-1)
-                                for n in names])
-    except (OSError, KeyError, ValueError):
+    try:
+        return posterior_draws(path, names)
+    except (OSError, KeyError, ValueError, DataError):
         return None
 
 

@@ -223,8 +223,8 @@ def posterior_predictive_runs(study: Study, draws_dir: str | Path, targets: pd.D
     (:func:`simcalib.metamodel.posterior.check.predictive_check`: ``k`` draws picked
     at random from the chains, run ids 0..k-1, a stream per target), on streams of
     their own (``seq-posterior-ppc``).  A target without a netCDF has no runs."""
+    from simcalib.metamodel.posterior.check import simulate_draws
     from simcalib.seeds import rng
-    from simcalib.study.simulation import simulate_rows
 
     if k < 1:
         return pd.DataFrame()
@@ -239,13 +239,9 @@ def posterior_predictive_runs(study: Study, draws_dir: str | Path, targets: pd.D
             continue
         X = posterior_draws(path, names)
         X = X[pick.choice(len(X), size=k, replace=len(X) < k)]
-        df = pd.DataFrame(X, columns=names)
-        for c in study.space.context_names:
-            df[c] = float(tgt.at[tid, c])
-        df = df[list(study.input_names)]
-        df.insert(0, "run_id", np.arange(k, dtype=np.int64))
-        res = simulate_rows(study, df, seed, stream=f"seq-posterior-ppc:{tid}",
-                            threads=threads)
+        context = {c: float(tgt.at[tid, c]) for c in study.space.context_names}
+        res = simulate_draws(study, X, names, context, seed, f"seq-posterior-ppc:{tid}",
+                             threads)
         frames.append(res.assign(target_id=tid))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -23,6 +23,20 @@ from simcalib.study.simulation import simulate_rows
 log = logging.getLogger(__name__)
 
 
+def simulate_draws(study: Any, X: np.ndarray, names: Any, context: Any, seed: int,
+                   stream: str, threads: int = 1) -> pd.DataFrame:
+    """The simulator at posterior draws ``X`` (rows, tunables ``names``) of one target, its
+    contexts (``{name: value}``) held: run ids 0..n-1 on ``stream``.  The one way a
+    posterior's draws become runs, for the predictive check here and for the curves
+    band of a posterior that ran none (:mod:`simcalib.report.curves`)."""
+    df = pd.DataFrame(X, columns=list(names))
+    for c, v in context.items():
+        df[c] = v
+    df = df[list(study.input_names)]
+    df.insert(0, "run_id", np.arange(len(df), dtype=np.int64))
+    return simulate_rows(study, df, seed, stream=stream, threads=threads)
+
+
 def predictive_check(study: Any, draws: Draws, k: int, seed: int
                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Simulate ``k`` draws per target.  Returns (per target x output table, run log,
@@ -36,13 +50,9 @@ def predictive_check(study: Any, draws: Draws, k: int, seed: int
     n_flat = draws.X.shape[0] * draws.X.shape[1]
     for t, spec in enumerate(post.targets):
         pick = r.choice(n_flat, size=k, replace=n_flat < k)
-        X = draws.flat(t)[pick]
-        df = pd.DataFrame(X, columns=post.space.tunable_names)
-        for c, v in spec.context.items():
-            df[c] = v
-        df = df[study.input_names]
-        df.insert(0, "run_id", np.arange(k, dtype=np.int64))
-        res = simulate_rows(study, df, seed, stream=f"posterior-ppc:{spec.target_id}")
+        res = simulate_draws(study, draws.flat(t)[pick], post.space.tunable_names,
+                             spec.context, seed,
+                             f"posterior-ppc:{spec.target_id}")
         ok = (res["status"] == "ok").to_numpy()
         Y = res[outs].to_numpy(dtype=float)
         # observation noise of the target (given sd or inferred tau) added to replicates
