@@ -254,12 +254,18 @@ def seq_step_inputs(wildcards):
     return d
 
 
-def seq_step_local_inputs(wildcards):
-    """cal_seq_step_local's inputs: cal_seq_step's where the study's
-    sequential.step_local is true, else a file no rule makes (so cal_seq_step runs)."""
+def _if_step_local(wildcards, inputs):
+    """A _local rule's inputs: ``inputs(wildcards)`` where the study's
+    sequential.step_local is true, else a file no rule makes, so that the rule cannot
+    run and its cluster twin (lower in the ruleorder) does."""
     if not config["studies"][wildcards.study]["calibration"]["sequential"]["step_local"]:
         return {"remote": f"results/{wildcards.study}/{wildcards.caldir}/rounds/not_local"}
-    return seq_step_inputs(wildcards)
+    return inputs(wildcards)
+
+
+def seq_step_local_inputs(wildcards):
+    """cal_seq_step_local's inputs: cal_seq_step's where step_local is true."""
+    return _if_step_local(wildcards, seq_step_inputs)
 
 
 def seq_sim_threads(wildcards):
@@ -299,11 +305,9 @@ def seq_final_inputs(wildcards):
 
 
 def seq_final_local_inputs(wildcards):
-    """cal_seq_final_local's inputs: cal_seq_final's where sequential.step_local is
-    true, else a file no rule makes (so cal_seq_final, or cal_run, runs)."""
-    if not config["studies"][wildcards.study]["calibration"]["sequential"]["step_local"]:
-        return {"remote": f"results/{wildcards.study}/{wildcards.caldir}/rounds/not_local"}
-    return seq_final_inputs(wildcards)
+    """cal_seq_final_local's inputs: cal_seq_final's where step_local is true (else
+    cal_seq_final, or cal_run, runs)."""
+    return _if_step_local(wildcards, seq_final_inputs)
 
 
 def seq_params(wildcards):

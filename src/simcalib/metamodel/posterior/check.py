@@ -11,6 +11,7 @@ or centred wrong (the metamodel's error is underestimated); far more, too wide.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,8 @@ from simcalib.study.simulation import simulate_rows
 log = logging.getLogger(__name__)
 
 
-def simulate_draws(study: Any, X: np.ndarray, names: Any, context: Any, seed: int,
+def simulate_draws(study: Any, X: np.ndarray, names: Sequence[str],
+                   context: Mapping[str, float], seed: int,
                    stream: str, threads: int = 1) -> pd.DataFrame:
     """The simulator at posterior draws ``X`` (rows, tunables ``names``) of one target, its
     contexts (``{name: value}``) held: run ids 0..n-1 on ``stream``.  The one way a
