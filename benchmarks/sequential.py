@@ -14,7 +14,10 @@ the seed's targets), every method gets N simulator runs in all:
   the study's budget; no row where N - r K < 2 r;
 * ``npe`` (sbi's neural posterior estimation, the optional ``sbi`` extra, as in
   benchmarks/coverage.py): trained on the same N - r K design runs, then r posterior
-  draws per target simulated, the best kept.
+  draws per target simulated, the best kept;
+* ``apt`` / ``tsnpe`` (sbi's multi-round NPE: APT / SNPE-C, truncated sequential NPE;
+  benchmarks/sbi_rounds.py): K = 1 only, N runs per target in ``--sbi-rounds`` rounds,
+  the best run kept.
 
 Delta uses one output scale per seed (the sd over the first 256 runs of a Sobol
 design, as breakeven.py).  A stochastic study's chosen points are re-scored with
@@ -57,6 +60,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from breakeven import SCALE_RUNS, ScaleOnly, TimedRun, delta, design_prefix  # noqa: E402
+from sbi_rounds import SBI_METHODS, run_rounds  # noqa: E402
 
 from simcalib import io  # noqa: E402
 from simcalib.config import load_config  # noqa: E402
@@ -115,7 +119,7 @@ class RoundCPU(logging.Handler):
 def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: list[int],
              ks: list[int], methods: list[str], rescore_k: int, fail: bool,
              log: logging.Logger, k1: int = 3, k1_skip: int = 0, tag: str = "",
-             final: str | None = None) -> pd.DataFrame:
+             final: str | None = None, sbi_rounds: int = 4) -> pd.DataFrame:
     study = _study(cfg, name, n_targets, fail)
     cal = merged_settings(cfg["studies"][name]["calibration"])
     r = int(cal["budget"])
@@ -252,6 +256,31 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
             log.info("%s seed %d %s target %d: %d runs, best Delta %.4g", study.name, seed, m,
                      t.target_id, B, np.nanmin(np.where(np.isfinite(errs), errs, np.nan)))
             flush()
+    # ---- sbi's multi-round NPE: N runs per target in rounds (K = 1) -----------------
+    for m in (m for m in methods if m in SBI_METHODS):
+        if any(K != 1 for K in ks):
+            log.info("%s runs one target a search: K > 1 skipped", m)
+        if 1 not in ks:
+            continue
+        for N in totals:
+            for (i,) in jobs(1):
+                t = targets[i]
+                p = TimedRun(study, smm, t, N, 0.05, merged_settings({**settings_of[m],
+                                                                      "budget": N}),
+                             solver, seed, m, default_optimize())
+                t0 = time.process_time()
+                info = run_rounds(p, m, sbi_rounds, seed)
+                cpu = (time.process_time() - t0) / max(1, len(p.runs))
+                errs = np.array([q["error"] for q in p.runs])
+                e = np.where(np.isfinite(errs), errs, np.inf)
+                j = int(np.argmin(e))
+                add(m, N, 1, t, p.runs[j]["x"], float(errs[j]) if np.isfinite(e[j])
+                    else float("nan"), len(p.runs), int((~np.isfinite(errs)).sum()), cpu,
+                    {"rounds": info["rounds"], "train_cpu_s": info["train_cpu_s"]})
+                log.info("%s seed %d N=%d %s target %d: %d runs in %d rounds, best Delta "
+                         "%.4g (training %.0f CPU-s)", study.name, seed, N, m, t.target_id,
+                         len(p.runs), info["rounds"], rows[-1]["error"], info["train_cpu_s"])
+                flush()
     # ---- design + adaptive ---------------------------------------------------------
     def design_cells() -> Any:
         """(N, K, target rows, design) of the design routes: a Sobol prefix of N - r K
@@ -377,7 +406,7 @@ def report() -> pd.DataFrame:
               .to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     # ratios the issue's goals read, per (study, K, N)
     piv = s.pivot_table(index=["study", "K", "N"], columns="method", values="median")
-    for other in ("gpbo", "adaptive", "blackbox"):
+    for other in ("gpbo", "adaptive", "blackbox", "npe", *SBI_METHODS):
         if "sequential" in piv and other in piv:
             piv[f"{other}/sequential"] = piv[other] / piv["sequential"]
     print()
@@ -410,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                          "older ones)")
     ap.add_argument("--final", choices=FINAL_RULES, default=None,
                     help="sequential.final for the sequential runs (default: the config's)")
+    ap.add_argument("--sbi-rounds", type=int, default=4,
+                    help="rounds of the apt and tsnpe methods (N / rounds runs each)")
     ap.add_argument("--fail", action="store_true",
                     help="the studies' failing variants (simulator.fail_region) instead")
     ap.add_argument("--quick", action="store_true")
@@ -431,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in range(first, first + args.seeds):
                 run_seed(cfg, name, seed, args.targets, args.totals, args.ks, args.methods,
                          args.rescore if stochastic else 0, args.fail, log, args.k1_targets,
-                         args.k1_skip, args.tag, args.final)
+                         args.k1_skip, args.tag, args.final, args.sbi_rounds)
     report()
     return 0
 
