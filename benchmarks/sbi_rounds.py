@@ -98,7 +98,8 @@ def run_rounds(p: TargetRun, method: str, rounds: int, seed: int) -> dict[str, A
     train_cpu = 0.0
     done = 0
     for k, n in enumerate(s for s in sizes if s > 0):
-        theta = proposal.sample((n,))
+        theta = (proposal.sample((n,)) if proposal is prior else
+                 proposal.sample((n,), show_progress_bars=False))
         U = theta.detach().cpu().numpy().astype(float)
         errs = p.simulate(from_unit(p, U), method)
         Y = np.array([r["y"] for r in p.runs[-n:]], dtype=float)
