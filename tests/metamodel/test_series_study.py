@@ -364,3 +364,13 @@ def test_targets_that_observe_different_points_are_calibrated_on_their_own_point
         y = r[cols].to_numpy(dtype=float)[seen]
         want = (np.abs(y - z) / mm.y_std[seen]).sum() / len(z)
         assert r["error"] == pytest.approx(want, rel=1e-12)
+
+
+def test_an_empty_sd_cell_is_an_sd_not_given_not_a_dropped_output():
+    """A DataFrame target with ``sd_b`` empty on one row: that row's b is divided by
+    the output's scale (weight 1), as if the column were absent (before: weight 0,
+    b silently left out of that target's Delta)."""
+    tab = pd.DataFrame({"target_id": [0, 1], "a": [1.0, 2.0], "b": [3.0, 4.0],
+                        "sd_b": [0.5, np.nan]})
+    w = output_weights(tab, ["a", "b"], np.array([2.0, 2.0]))
+    np.testing.assert_allclose(w, [[1.0, 4.0], [1.0, 1.0]])

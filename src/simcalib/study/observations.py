@@ -251,14 +251,19 @@ def output_weights(df: pd.DataFrame, outputs: list[str], scale: np.ndarray) -> n
     """Per-row multiplier of |S_j - z_j| / s_j (s_j = ``scale``): weight_j * s_j / sd_j
     (sd_j defaulting to s_j, weight_j to 1).  Shape (rows, outputs).
 
+    An empty sd cell (NaN; a DataFrame passed to the API, since the file readers
+    refuse empty fields) is an sd not given: s_j, as where the column is absent, and
+    as the posterior reads it (``Target.sd_given``).  It used to weigh 0, silently
+    dropping that output from Delta.
+
     A series' point (``cases@7``) is further weighted 1/m, m the points of that series
-    the row observes, and weighs 0 where the row does not observe it (NaN value or
-    sd): each series counts as one output (module docstring)."""
+    the row observes, and weighs 0 where the row does not observe it (NaN value):
+    each series counts as one output (module docstring)."""
     w = np.ones((len(df), len(outputs)))
     for j, o in enumerate(outputs):
         if SD_PREFIX + o in df:
             sd = df[SD_PREFIX + o].to_numpy(dtype=float)
-            w[:, j] *= np.divide(scale[j], sd, out=np.zeros(len(df)),
+            w[:, j] *= np.divide(scale[j], sd, out=np.ones(len(df)),
                                  where=np.isfinite(sd) & (sd > 0))
         if WEIGHT_PREFIX + o in df:
             w[:, j] *= df[WEIGHT_PREFIX + o].to_numpy(dtype=float)
