@@ -363,6 +363,12 @@ def test_page_and_console_show_the_curves_of_the_recommended_strategy(
     assert any(isinstance(b, Figure) and b.path == curves[0].path for _, bl in page for b in bl)
     lines = console.study_lines(res, "lin")
     assert any(str(res / "lin" / "curves" / "rs.png") in ln for ln in lines)
+    # an extra target set's curves are listed too (before: only the main set's)
+    extra = res / "lin" / "curves" / "targets_holdout" / "rs.png"
+    extra.parent.mkdir()
+    extra.write_bytes(linear["png"].read_bytes())
+    lines = console.study_lines(res, "lin")
+    assert any("'holdout'" in ln and str(extra) in ln for ln in lines)
 
 
 # ------------------------------------------------------------------- workflow

@@ -88,9 +88,13 @@ def study_lines(results: Path, study: str) -> list[str]:
                                 str(d.get("answer_rule", "") or ""), bad))
     if len(rows) > MAX_TARGETS:
         out.append(f"    ... {len(rows) - MAX_TARGETS} more targets on the read-me-first page")
-    fig = results / study / "curves" / f"{best}.png"
+    curves = results / study / "curves"
+    fig = curves / f"{best}.png"
     if fig.is_file():   # a series study: the curves, the answer's and the observed
         out.append(f"    curves (observed vs {best}'s answer, with the band of re-runs): {fig}")
+    # the extra target sets' curves (targets_<name>/), as the read-me-first page shows
+    for extra in sorted(curves.glob(f"targets_*/{best}.png")):
+        out.append(f"    curves of target set {extra.parent.name[len('targets_'):]!r}: {extra}")
     return out
 
 
