@@ -300,17 +300,7 @@ def npe_fit(prep: dict[str, Any], seed: int) -> Any:
 
 def unit(sp: Any, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Tunables to [0, 1] over per-row bounds (log-aware; integer cell centres)."""
-    U = np.empty_like(X, dtype=float)
-    for j, p in enumerate(sp.parameters):
-        a, b, x = lo[:, j], hi[:, j], X[:, j]
-        if p.integer:
-            a_i, b_i = np.ceil(a - 1e-9), np.floor(b + 1e-9)
-            U[:, j] = (np.round(x) - a_i + 0.5) / (b_i - a_i + 1)
-        elif p.log:
-            U[:, j] = (np.log(x) - np.log(a)) / (np.log(b) - np.log(a))
-        else:
-            U[:, j] = (x - a) / (b - a)
-    return U
+    return sp.unit_of(X, lo, hi)
 
 
 def npe_draws(fit: dict[str, Any], prep: dict[str, Any], n_draws: int, seed: int

@@ -49,19 +49,10 @@ SUPPORT_SAMPLES = 100_000
 
 def to_unit(p: TargetRun, X: np.ndarray) -> np.ndarray:
     """Tunables to the unit box of the target's bounds (log-aware; integer cell
-    centres), the inverse of ``Space._map_unit``."""
+    centres), the inverse of :func:`from_unit`."""
     lo, hi = p.bounds()
-    U = np.empty_like(X, dtype=float)
-    for j, par in enumerate(p.space.parameters):
-        a, b, x = lo[j], hi[j], X[:, j]
-        if par.integer:
-            a_i, b_i = np.ceil(a - 1e-9), np.floor(b + 1e-9)
-            U[:, j] = (np.round(x) - a_i + 0.5) / (b_i - a_i + 1)
-        elif par.log:
-            U[:, j] = (np.log(x) - np.log(a)) / (np.log(b) - np.log(a))
-        else:
-            U[:, j] = (x - a) / (b - a)
-    return U
+    n = len(X)
+    return p.space.unit_of(X, np.broadcast_to(lo, (n, len(lo))), np.broadcast_to(hi, (n, len(hi))))
 
 
 def from_unit(p: TargetRun, U: np.ndarray) -> np.ndarray:

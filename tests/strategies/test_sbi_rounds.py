@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    # loaded by path: benchmarks/ on sys.path would shadow packages (its coverage.py)
     spec = importlib.util.spec_from_file_location("sbi_rounds",
                                                   ROOT / "benchmarks" / "sbi_rounds.py")
     mod = importlib.util.module_from_spec(spec)

@@ -221,6 +221,23 @@ class Space:
                 x[:, j] = a + u[:, j] * (b - a)
         return x
 
+    def unit_of(self, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The inverse of :meth:`_map_unit`: tunables (n, d) to the unit box of per-row
+        bounds (n, d), log-aware, an integer to its cell's centre (so that mapping back
+        gives the integer).  The posterior's and the benchmarks' coordinates."""
+        x = np.asarray(x, dtype=float)
+        U = np.empty_like(x)
+        for j, p in enumerate(self.parameters):
+            a, b, xj = lo[:, j], hi[:, j], x[:, j]
+            if p.integer:
+                a_i, b_i = np.ceil(a - 1e-9), np.floor(b + 1e-9)
+                U[:, j] = (np.round(xj) - a_i + 0.5) / (b_i - a_i + 1)
+            elif p.log:
+                U[:, j] = (np.log(xj) - np.log(a)) / (np.log(b) - np.log(a))
+            else:
+                U[:, j] = (xj - a) / (b - a)
+        return U
+
     def sample_tunables(self, n: int, rng: np.random.Generator, method: str = "uniform",
                         context: Mapping[str, float] | None = None,
                         box: tuple[np.ndarray, np.ndarray] | None = None,

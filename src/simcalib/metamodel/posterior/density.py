@@ -138,18 +138,7 @@ class Posterior:
 
     def to_u(self, X: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Coordinates of tunables (the cell centre for integers): for the truth's rank."""
-        lo, hi = self.lo[t], self.hi[t]
-        U = np.empty_like(np.asarray(X, dtype=float))
-        for j, p in enumerate(self.space.parameters):
-            a, b, x = lo[:, j], hi[:, j], X[:, j]
-            if p.integer:
-                a_i, b_i = np.ceil(a - 1e-9), np.floor(b + 1e-9)
-                U[:, j] = (np.round(x) - a_i + 0.5) / (b_i - a_i + 1)
-            elif p.log:
-                U[:, j] = (np.log(x) - np.log(a)) / (np.log(b) - np.log(a))
-            else:
-                U[:, j] = (x - a) / (b - a)
-        return U
+        return self.space.unit_of(X, self.lo[t], self.hi[t])
 
     def inputs(self, X: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Metamodel input rows: tunables and the lanes' contexts, in its order."""
