@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from simcalib.metamodel.strategies.runner import calibrate
 from simcalib.metamodel.strategies.scale import RunScale
@@ -23,6 +24,16 @@ CAL = {"budget": 12, **SEQ_SMALL,
        "sequential": {**SEQ_SMALL["sequential"], "solver": {"options": {"mip_max_nodes": 1}}}}
 ROUND = re.compile(r"stopped unproven so far: (\d+) of (\d+)")
 HISTORY = re.compile(r"stopped unproven \(node/time limit\): (\d+) of (\d+)")
+
+
+@pytest.fixture(autouse=True)
+def _members_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No linear-step slots: on the deterministic plane a round of 4 would give one
+    to a Gauss-Newton step (an LP, no MILP), whose runs leave the members' MILPs easy
+    enough to finish at the root; these tests need solves that stop unproven."""
+    from simcalib.metamodel.strategies import proposals
+
+    monkeypatch.setattr(proposals, "linear_slots", lambda batch, deterministic=False: 0)
 
 
 def _targets(n: int) -> pd.DataFrame:
@@ -81,7 +92,26 @@ def test_a_tiny_time_limit_records_what_the_log_counts(caplog) -> None:
     """A 1 ms time limit: how many solves it stops depends on the machine, but the
     record and the log count the same ones."""
     cal = {**CAL, "sequential": {**SEQ_SMALL["sequential"], "solver": {"time_limit": 0.001}}}
-    with caplog.at_level(logging.INFO, logger="simcalib.metamodel.strategies.sequential"):
+    with caplog.at_level(logging.INFO, logger="simcalib.metamodel.strategies"):
         rec, _ = calibrate(warped_plane_study(), _scale(), _targets(1), "sequential", cal,
                            SOLVER, SEED)
     _check(rec, caplog)
+    # the time limit's stops are counted apart (a rerun at another load may differ),
+    # in the record, the log and the summary's trust lines
+    timed = int(rec["op_time_limited"].iloc[0])
+    assert 0 < timed <= int(rec["op_unproven"].iloc[0])
+    assert f"{timed} of them stopped at the time limit" in caplog.text
+    from simcalib.metamodel.strategies.summary import trust_warnings
+
+    lines = trust_warnings(pd.DataFrame([{"strategy": "sequential",
+                                          "op_unproven": int(rec["op_unproven"].iloc[0]),
+                                          "op_time_limited": timed}]))
+    assert any(f"{timed} of them stopped at the time limit" in ln for ln in lines)
+
+
+def test_a_node_limit_is_no_time_limit() -> None:
+    """Solves stopped by the node limit (fixed work: the same on any machine) are
+    unproven but not time-limited."""
+    rec, _ = calibrate(warped_plane_study(), _scale(), _targets(1), "sequential", CAL,
+                       SOLVER, SEED)
+    assert int(rec["op_unproven"].iloc[0]) > 0 and int(rec["op_time_limited"].iloc[0]) == 0

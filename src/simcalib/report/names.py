@@ -41,6 +41,7 @@ COLUMNS: dict[str, str] = {
     "mean_seconds": "mean seconds per target",
     "seconds": "seconds",
     "op_unproven": "OP solves not proven optimal",
+    "op_time_limited": "OP solves stopped by the time limit (load-dependent)",
     "paper_median_error": "paper's median Δ (FluTE, 50 targets)",
     # OP
     "rank": "rank",

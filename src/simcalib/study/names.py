@@ -31,7 +31,8 @@ NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 RESERVED_COLUMNS = frozenset({
     "run_id", "target_id", "status", "message", "seed", "pair",
     "strategy", "budget", "proximity", "phase", "error", "predicted_error", "distance",
-    "runs", "failed_runs", "op_solves", "op_fallbacks", "op_unproven", "anchor_kind",
+    "runs", "failed_runs", "op_solves", "op_fallbacks", "op_unproven", "op_time_limited",
+    "anchor_kind",
     "anchor_predicted_error", "anchor_distance", "seconds", "sim_seconds", "op_seconds",
     "history", "rescored_error", "mc_sd", "selection_runs", "delta_scale", "stochastic",
 })

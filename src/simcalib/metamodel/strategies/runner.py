@@ -21,6 +21,7 @@ from simcalib.metamodel.strategies.ledger import (
     Target,
     TargetRun,
     check_compatible,
+    op_time_limited,
     op_unproven,
     point_key,
     read_targets,
@@ -148,6 +149,7 @@ def _outcome_columns(p: TargetRun, out: Mapping[str, Any], seconds: float) -> di
         "op_solves": sum(c["label"] != "anchor" for c in p.op_calls),
         "op_fallbacks": sum(c["fallback"] for c in p.op_calls),
         "op_unproven": op_unproven(p.op_calls),
+        "op_time_limited": op_time_limited(p.op_calls),
         "anchor_kind": out["anchor_kind"],
         "anchor_predicted_error": (float(p.predicted_error(anc[None, :])[0])
                                    if np.isfinite(anc).all() else float("nan")),
@@ -460,7 +462,7 @@ def calibrate_block(study: Study, mm: Any, targets: pd.DataFrame, strategy: str,
                  rec["predicted_error"], rec["runs"], rec["seconds"],
                  eta(time.perf_counter() - t_start, k, len(tlist)))
         _warn_unproven(study.name, strategy, t.target_id, rec["op_unproven"],
-                       spec.joint is not None)
+                       spec.joint is not None, rec["op_time_limited"])
         records.append(rec)
         runs.extend(rlog)
     return records, runs
@@ -481,14 +483,23 @@ def _design_for(strategy: str, settings: CalibrationSettings, design: pd.DataFra
     return design
 
 
-def _warn_unproven(study: str, strategy: str, tid: int, n: int, proposals: bool) -> None:
-    """The log's word on a target's unproven solves (the record's ``op_unproven``)."""
+def _warn_unproven(study: str, strategy: str, tid: int, n: int, proposals: bool,
+                   timed: int = 0) -> None:
+    """The log's word on a target's unproven solves (the record's ``op_unproven``) and
+    on those the time limit stopped (``op_time_limited``: a rerun may differ)."""
     if not n:
         return
     if proposals:   # sequential's solves only propose runs; its answer is a run
         log.warning("%s %s target %d: %d proposal MILP(s) stopped unproven (node or time "
                     "limit): those proposals were the solver's incumbents; the answer is "
                     "still a simulated run", study, strategy, tid, n)
+        if timed:
+            log.warning("%s %s target %d: %d of them stopped at the time limit, not the "
+                        "node limit: how far a solve gets in its seconds depends on the "
+                        "machine's load, so a rerun (another machine, another load) may "
+                        "propose other runs; for runs that repeat exactly raise "
+                        "sequential.solver.time_limit above the slowest solve (op.csv)",
+                        study, strategy, tid, timed)
         return
     log.warning("%s %s target %d: %d OP solve(s) not proven optimal (time limit or "
                 "fallback); the OP point may not be the metamodel's optimum",

@@ -22,7 +22,8 @@ SUMMARY_COLUMNS = ["strategy", "median_error", "mean_error", "reduction_vs_rs",
 # trust signals (appended when the metamodel's metrics are given): the metamodel's worst
 # test R2 over outputs, the threshold, whether it passes, and OP solves per strategy
 # that ended without a proof of optimality (time limit, solver error, fallback)
-TRUST_COLUMNS = ["metamodel_min_test_r2", "metamodel_min_r2", "metamodel_ok", "op_unproven"]
+TRUST_COLUMNS = ["metamodel_min_test_r2", "metamodel_min_r2", "metamodel_ok", "op_unproven",
+                 "op_time_limited"]
 
 
 def trust_warnings(summary: pd.DataFrame, trust: MetamodelTrust | None = None) -> list[str]:
@@ -48,6 +49,12 @@ def trust_warnings(summary: pd.DataFrame, trust: MetamodelTrust | None = None) -
                 out.append(f"sequential: {int(r['op_unproven'])} proposal MILP(s) stopped "
                            "unproven (node or time limit): those proposals were the "
                            "solver's incumbents; the answer is still a simulated run")
+                timed = int(r.get("op_time_limited", 0) or 0)
+                if timed:
+                    out.append(f"sequential: {timed} of them stopped at the time limit: a "
+                               "rerun on another machine or at another load may propose "
+                               "other runs (raise sequential.solver.time_limit for runs "
+                               "that repeat exactly)")
                 continue
             out.append(f"{r['strategy']}: {int(r['op_unproven'])} OP solve(s) not proven "
                        "optimal (time limit, solver error or fallback)")
@@ -131,6 +138,8 @@ def _strategy_row(s: str, df: pd.DataFrame, common: list[int]) -> dict[str, Any]
         "median_distance": _nan_stat(np.nanmedian, dist),
         "mean_seconds": float(df["seconds"].mean()),
         "op_unproven": int(df["op_unproven"].sum()) if "op_unproven" in df else 0,
+        "op_time_limited": (int(df["op_time_limited"].fillna(0).sum())
+                            if "op_time_limited" in df else 0),
     }
     if "rescored_error" in df:
         re_ = df["rescored_error"].to_numpy(dtype=float)
