@@ -1,6 +1,7 @@
 """``sequential``'s local linear proposals (proposals.local_linear): a Gauss-Newton
 step from a linear fit of the outputs on the runs nearest the best run, in the rounds
-of a batch above 4 (proposals.linear_slots).  Known answers on the warped plane
+of a batch of 8 and more, or of 4 and more on a deterministic simulator
+(proposals.linear_slots).  Known answers on the warped plane
 (tests/sim_fixtures.py), whose Delta is 0 at x* only."""
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ class ScaleMM:
         return np.full((len(np.atleast_2d(X)), 2), np.nan)
 
 
-def _ledger(budget: int, batch: int) -> TargetRun:
+def _ledger(budget: int, batch: int, noisy_sd: float | None = None) -> TargetRun:
     t = Target(0, XSTAR.copy(), {}, _plane(XSTAR))
     settings = merged_settings({"budget": budget, **SEQ_SMALL})
     settings["sequential"]["batch"] = batch
-    return TargetRun(warped_plane_study(), ScaleMM(), t, budget, 0.05, settings,
+    return TargetRun(warped_plane_study(noisy_sd=noisy_sd), ScaleMM(), t, budget, 0.05,
+                     settings,
                      {"backend": "highs"}, SEED, "sequential", default_optimize())
 
 
@@ -49,8 +51,10 @@ def _runs(center: np.ndarray, spread: float, n: int, seed: int = 0) -> list[dict
     return [{"x": x, "y": _plane(x), "status": "ok"} for x in X]
 
 
-def test_linear_slots_grow_with_the_batch_and_batch_4_has_none() -> None:
+def test_linear_slots_grow_with_the_batch_and_batch_4_has_one_if_deterministic() -> None:
     assert [linear_slots(b) for b in (1, 2, 4, 7, 8, 16, 32, 64)] == [0, 0, 0, 0, 1, 2, 3, 4]
+    assert [linear_slots(b, True) for b in (1, 2, 3, 4, 7, 8, 16, 32, 64)] == \
+        [0, 0, 0, 1, 1, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("which", [0, 1])
@@ -95,14 +99,46 @@ def test_no_proposal_without_enough_runs_or_where_failure_is_predicted() -> None
 
 
 @pytest.mark.slow
-def test_batch_4_proposals_never_use_the_linear_step(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batch_4_never_uses_the_linear_step_on_a_noisy_simulator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start's repeated point finds the noisy plane stochastic: a round of 4 keeps
+    every slot for the ensemble (a fit anchored at the best run would chase noise)."""
     def boom(*a, **k):  # noqa: ANN002, ANN003, ANN202
-        raise AssertionError("local_linear called at batch 4")
+        raise AssertionError("local_linear called at batch 4 on a noisy simulator")
 
     monkeypatch.setattr(proposals, "local_linear", boom)
-    p = _ledger(18, 4)
+    p = _ledger(18, 4, noisy_sd=0.01)
+    search_noise = []
+    real_detect = proposals.linear_slots
+
+    def slots(batch, deterministic=False):  # noqa: ANN001, ANN202
+        search_noise.append(deterministic)
+        return real_detect(batch, deterministic)
+
+    monkeypatch.setattr(proposals, "linear_slots", slots)
     st.get("sequential").fn(p)
-    assert p.used == 18
+    assert p.used == 18 and search_noise and not any(search_noise)
+
+
+@pytest.mark.slow
+def test_batch_4_uses_the_linear_step_on_a_deterministic_simulator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start's repeat finds the plane deterministic: one slot of each round of 4
+    is a linear step, and the search ends on one (before: members only, ~1e-2 here)."""
+    made: list[np.ndarray] = []
+    real = proposals.local_linear
+
+    def counting(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        x = real(*a, **k)
+        if x is not None:
+            made.append(x)
+        return x
+
+    monkeypatch.setattr(proposals, "local_linear", counting)
+    p = _ledger(26, 4)
+    st.get("sequential").fn(p)
+    assert p.used == 26 and len(made) >= 2
+    assert p.best_run()["error"] < 1e-3
 
 
 @pytest.mark.slow

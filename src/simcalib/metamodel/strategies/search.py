@@ -153,6 +153,14 @@ class Search:
 
         return known_stochastic(self.p0.study.cfg)
 
+    def deterministic(self) -> bool:
+        """Whether the simulator is known (config) or found (the start's repeated
+        point gave the same outputs) deterministic; False while unknown."""
+        known = self._known()
+        if known is not None:
+            return not known
+        return bool(self.noise) and self.noise.get("stochastic") is False
+
     def _repeats(self, n: int) -> int:
         """How many of a start of ``n`` points are repeated: none on a simulator known
         deterministic (a repeat would show nothing); one where stochasticity is
