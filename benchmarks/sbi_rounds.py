@@ -47,20 +47,21 @@ SBI_METHODS = ("apt", "tsnpe")
 SUPPORT_SAMPLES = 100_000
 
 
+def _row_bounds(p: TargetRun, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The target's bounds repeated for ``n`` rows (the space's maps take per-row ones)."""
+    lo, hi = p.bounds()
+    return np.broadcast_to(lo, (n, len(lo))), np.broadcast_to(hi, (n, len(hi)))
+
+
 def to_unit(p: TargetRun, X: np.ndarray) -> np.ndarray:
     """Tunables to the unit box of the target's bounds (log-aware; integer cell
     centres), the inverse of :func:`from_unit`."""
-    lo, hi = p.bounds()
-    n = len(X)
-    return p.space.unit_of(X, np.broadcast_to(lo, (n, len(lo))), np.broadcast_to(hi, (n, len(hi))))
+    return p.space.unit_of(X, *_row_bounds(p, len(X)))
 
 
 def from_unit(p: TargetRun, U: np.ndarray) -> np.ndarray:
     """Unit-box points (n, d) to tunables inside the target's bounds."""
-    lo, hi = p.bounds()
-    n = len(U)
-    return p.space._map_unit(np.clip(U, 0.0, 1.0 - 1e-12), np.broadcast_to(lo, (n, len(lo))),
-                             np.broadcast_to(hi, (n, len(hi))))
+    return p.space._map_unit(np.clip(U, 0.0, 1.0 - 1e-12), *_row_bounds(p, len(U)))
 
 
 def run_rounds(p: TargetRun, method: str, rounds: int, seed: int) -> dict[str, Any]:

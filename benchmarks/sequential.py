@@ -271,11 +271,10 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                 t0 = time.process_time()
                 info = run_rounds(p, m, sbi_rounds, seed)
                 cpu = (time.process_time() - t0) / max(1, len(p.runs))
-                errs = np.array([q["error"] for q in p.runs])
-                e = np.where(np.isfinite(errs), errs, np.inf)
-                j = int(np.argmin(e))
-                add(m, N, 1, t, p.runs[j]["x"], float(errs[j]) if np.isfinite(e[j])
-                    else float("nan"), len(p.runs), int((~np.isfinite(errs)).sum()), cpu,
+                best = p.best_run()
+                failed = sum(not np.isfinite(q["error"]) for q in p.runs)
+                add(m, N, 1, t, (best or p.runs[0])["x"],
+                    float(best["error"]) if best else float("nan"), len(p.runs), failed, cpu,
                     {"rounds": info["rounds"], "train_cpu_s": info["train_cpu_s"]})
                 log.info("%s seed %d N=%d %s target %d: %d runs in %d rounds, best Delta "
                          "%.4g (training %.0f CPU-s)", study.name, seed, N, m, t.target_id,

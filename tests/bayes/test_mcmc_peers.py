@@ -4,22 +4,13 @@ the ``mcmc-peers`` extra."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fixtures.benchmarks import load_benchmark
 
 
 def _mcmc_peers():
-    spec = importlib.util.spec_from_file_location("mcmc_peers",
-                                                  ROOT / "benchmarks" / "mcmc_peers.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["mcmc_peers"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("mcmc_peers")
 
 
 def test_benchmark_skips_cleanly_without_numpyro(monkeypatch, capsys, tmp_path):

@@ -4,10 +4,6 @@ without the ``peers`` extra)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -18,16 +14,11 @@ pytest.importorskip("pyomo")
 from simcalib.metamodel.milp import build_problem, optimize  # noqa: E402
 from simcalib.metamodel.model import Metamodel, build_net  # noqa: E402
 from simcalib.study.space import build_space  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fixtures.benchmarks import load_benchmark  # noqa: E402
 
 
 def _op_peers():
-    spec = importlib.util.spec_from_file_location("op_peers", ROOT / "benchmarks" / "op_peers.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["op_peers"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("op_peers")
 
 
 def test_omlt_optimum_equals_simcalib_and_the_forward_pass():

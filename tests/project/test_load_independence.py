@@ -4,21 +4,14 @@ a loaded run differ in their timing columns and durations by design; that is
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fixtures.benchmarks import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def li():
-    spec = importlib.util.spec_from_file_location(
-        "load_independence", ROOT / "benchmarks" / "load_independence.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("load_independence")
 
 
 def summary(op_seconds: str = "0.9603", mean_seconds: str = "0.2896",

@@ -8,26 +8,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 
 import numpy as np
 import pandas as pd
 
-from simcalib.io import PACKAGE_ROOT
 from simcalib.metamodel.strategies.ledger import output_scale, read_targets
 from simcalib.metamodel.training import train_metamodel
 from simcalib.seeds import int_seed
 from simcalib.simulators.epidemic import simulate_replicates
 from simcalib.study import Study
 from simcalib.study.simulation import make_design, make_targets, simulate_rows
+from tests.fixtures.benchmarks import load_benchmark
 
 
 def _noisy():
-    path = PACKAGE_ROOT / "benchmarks" / "noisy.py"
-    spec = importlib.util.spec_from_file_location("bench_noisy", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("noisy")
 
 
 def _setup(noisy, stochastic: bool):

@@ -5,9 +5,6 @@ without the optional ``sbi`` extra)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -18,18 +15,11 @@ from simcalib.metamodel.strategies.runner import default_optimize
 from simcalib.metamodel.strategies.settings import merged_settings
 from simcalib.study.space import build_space
 from tests.cal_fixtures import warped_plane_study
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fixtures.benchmarks import load_benchmark
 
 
 def _module():
-    # loaded by path: benchmarks/ on sys.path would shadow packages (its coverage.py)
-    spec = importlib.util.spec_from_file_location("sbi_rounds",
-                                                  ROOT / "benchmarks" / "sbi_rounds.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["sbi_rounds"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("sbi_rounds")
 
 
 def test_unit_box_round_trip_on_integer_log_and_plain_inputs():

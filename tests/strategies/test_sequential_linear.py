@@ -98,6 +98,22 @@ def test_no_proposal_without_enough_runs_or_where_failure_is_predicted() -> None
     assert local_linear(p, runs, runs[0], 0, 0.1, AllFail()) is None
 
 
+def _record_linear_steps(monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
+    """The linear steps a search proposes (``local_linear``'s non-None answers), in
+    order, into the returned list."""
+    made: list[np.ndarray] = []
+    real = proposals.local_linear
+
+    def recording(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        x = real(*a, **k)
+        if x is not None:
+            made.append(x)
+        return x
+
+    monkeypatch.setattr(proposals, "local_linear", recording)
+    return made
+
+
 @pytest.mark.slow
 def test_batch_4_never_uses_the_linear_step_on_a_noisy_simulator(
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,11 +125,11 @@ def test_batch_4_never_uses_the_linear_step_on_a_noisy_simulator(
     monkeypatch.setattr(proposals, "local_linear", boom)
     p = _ledger(18, 4, noisy_sd=0.01)
     search_noise = []
-    real_detect = proposals.linear_slots
+    real_slots = proposals.linear_slots
 
     def slots(batch, deterministic=False):  # noqa: ANN001, ANN202
         search_noise.append(deterministic)
-        return real_detect(batch, deterministic)
+        return real_slots(batch, deterministic)
 
     monkeypatch.setattr(proposals, "linear_slots", slots)
     st.get("sequential").fn(p)
@@ -125,16 +141,7 @@ def test_batch_4_uses_the_linear_step_on_a_deterministic_simulator(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The start's repeat finds the plane deterministic: one slot of each round of 4
     is a linear step, and the search ends on one (before: members only, ~1e-2 here)."""
-    made: list[np.ndarray] = []
-    real = proposals.local_linear
-
-    def counting(*a, **k):  # noqa: ANN002, ANN003, ANN202
-        x = real(*a, **k)
-        if x is not None:
-            made.append(x)
-        return x
-
-    monkeypatch.setattr(proposals, "local_linear", counting)
+    made = _record_linear_steps(monkeypatch)
     p = _ledger(26, 4)
     st.get("sequential").fn(p)
     assert p.used == 26 and len(made) >= 2
@@ -144,16 +151,7 @@ def test_batch_4_uses_the_linear_step_on_a_deterministic_simulator(
 @pytest.mark.slow
 def test_batch_8_search_uses_linear_steps_and_reaches_the_answer(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    made: list[np.ndarray] = []
-    real = proposals.local_linear
-
-    def counting(*a, **k):  # noqa: ANN002, ANN003, ANN202
-        x = real(*a, **k)
-        if x is not None:
-            made.append(x)
-        return x
-
-    monkeypatch.setattr(proposals, "local_linear", counting)
+    made = _record_linear_steps(monkeypatch)
     p = _ledger(34, 8)
     st.get("sequential").fn(p)
     assert p.used == 34
