@@ -15,6 +15,12 @@ the seed's targets), every method gets N simulator runs in all:
 * ``npe`` (sbi's neural posterior estimation, the optional ``sbi`` extra, as in
   benchmarks/coverage.py): trained on the same N - r K design runs, then r posterior
   draws per target simulated, the best kept;
+* ``seq_posterior`` (on stochastic studies, ``--posterior-answer``): the answer the
+  workflow reports for ``sequential`` there, its own posterior's median (or the run
+  the posterior ranks best) from the same runs; beside it two other rules on the same
+  posterior, ``seq_post_bestrun`` (the run of highest posterior density) and
+  ``seq_post_map`` (the draw of highest density); no run is spent on them, and each
+  is re-scored with the same fresh replicates as every method's answer;
 * ``apt`` / ``tsnpe`` (sbi's multi-round NPE: APT / SNPE-C, truncated sequential NPE;
   benchmarks/sbi_rounds.py): K = 1 only, N runs per target in ``--sbi-rounds`` rounds,
   the best run kept.
@@ -74,6 +80,10 @@ from simcalib.seeds import rng  # noqa: E402
 from simcalib.study import Study  # noqa: E402
 from simcalib.study.simulation import make_targets, simulate_rows  # noqa: E402
 
+# benchmarks/coverage.py shadows the ``coverage`` package that numba (imported by
+# ArviZ, by the posterior) imports: the sibling modules are in, so the folder goes
+sys.path[:] = [q for q in sys.path if Path(q or ".").resolve() != ROOT / "benchmarks"]
+
 OUT = ROOT / "results" / "benchmarks"
 #: a box where the failing variant's simulator fails (a third of the epidemic's
 #: responsedelay values; a strip of Rosenbrock's x)
@@ -116,10 +126,53 @@ class RoundCPU(logging.Handler):
         return (c1 - c0) / max(1, u1 - u0)
 
 
+def seq_posterior_rows(study: Study, cfg: dict[str, Any], name: str, runs: pd.DataFrame,
+                       targets: pd.DataFrame, rec: pd.DataFrame, seed: int
+                       ) -> list[dict[str, Any]]:
+    """Answers from ``sequential``'s own posterior on the same runs
+    (:func:`simcalib.metamodel.posterior.sequential_posterior`), per target and rule:
+    ``seq_posterior`` the one the workflow reports (on a stochastic simulator the
+    posterior's median, or the run it ranks best where the median lies off its joint
+    90 % region), and beside it, to choose that rule by measurement,
+    ``seq_post_bestrun`` (the run of highest posterior density) and ``seq_post_map``
+    (the draw of highest density).  Each row: ``method``, ``target_id``, ``x``,
+    ``rule`` and the posterior's CPU seconds per run of the search.  No run is spent."""
+    from simcalib.metamodel.posterior import sequential_posterior
+    from simcalib.metamodel.posterior.sequential import _logp
+
+    cal = cfg["studies"][name]["calibration"] or {}
+    t0 = time.process_time()
+    res = sequential_posterior(study, runs, targets.reset_index(drop=True), rec,
+                               cal.get("posterior") or {},
+                               (cal.get("sequential") or {}).get("ensemble") or {}, seed)
+    cpu = (time.process_time() - t0) / max(1, len(runs))
+    names = study.space.tunable_names
+    draws = res.draws
+    out = []
+    for t, (_, a) in enumerate(res.answers.iterrows()):
+        tid = int(a["target_id"])
+        out.append({"method": "seq_posterior", "target_id": tid, "cpu": cpu,
+                    "rule": str(a["answer_rule"]),
+                    "x": np.array([float(a[f"x_{n}"]) for n in names])})
+        own = runs[(runs["target_id"] == tid) & (runs["status"] == "ok")]
+        if len(own):
+            X = own[names].to_numpy(dtype=float)
+            lps = np.array([_logp(draws, t, x) for x in X])
+            out.append({"method": "seq_post_bestrun", "target_id": tid, "cpu": cpu,
+                        "rule": "the run of highest posterior density",
+                        "x": X[int(np.nanargmax(np.where(np.isfinite(lps), lps, -np.inf)))]})
+        c, n = np.unravel_index(int(np.argmax(draws.logp[:, :, t])), draws.logp.shape[:2])
+        out.append({"method": "seq_post_map", "target_id": tid, "cpu": cpu,
+                    "rule": "the draw of highest posterior density",
+                    "x": np.asarray(draws.X[c, n, t], dtype=float)})
+    return out
+
+
 def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: list[int],
              ks: list[int], methods: list[str], rescore_k: int, fail: bool,
              log: logging.Logger, k1: int = 3, k1_skip: int = 0, tag: str = "",
-             final: str | None = None, sbi_rounds: int = 4) -> pd.DataFrame:
+             final: str | None = None, sbi_rounds: int = 4,
+             posterior_answer: bool = False) -> pd.DataFrame:
     study = _study(cfg, name, n_targets, fail)
     cal = merged_settings(cfg["studies"][name]["calibration"])
     r = int(cal["budget"])
@@ -220,6 +273,17 @@ def run_seed(cfg: dict[str, Any], name: str, seed: int, n_targets: int, totals: 
                              # the same point re-scores the same (seeded replicates)
                              "score_best_run": sc if same else score(t, xb, eb),
                              "final_differs": not same}, scored=sc)
+                    if posterior_answer:
+                        for row in seq_posterior_rows(study, cfg, name, runs, tdf.loc[sub],
+                                                      rec, seed):
+                            t = next(t for t in targets if t.target_id == row["target_id"])
+                            rr = rec[rec["target_id"] == row["target_id"]].iloc[0]
+                            # no run of its own: its Delta is the fresh replicates' alone
+                            add(row["method"], N, K, t, row["x"], float("nan"),
+                                int(rr["runs"]), int(rr["failed_runs"]), row["cpu"],
+                                {"answer_rule": row["rule"]},
+                                scored=(rescore(study, smm, t, row["x"], rescore_k, seed,
+                                                scale) if rescore_k > 0 else float("nan")))
                     log.info("%s seed %d N=%d K=%d sequential (targets %s): median Delta "
                              "%.4g, %.2f CPU-s/run (last round %.2f)", study.name, seed, N, K,
                              sub, rec["error"].median(), cpu, last)
@@ -408,6 +472,8 @@ def report() -> pd.DataFrame:
     for other in ("gpbo", "adaptive", "blackbox", "npe", *SBI_METHODS):
         if "sequential" in piv and other in piv:
             piv[f"{other}/sequential"] = piv[other] / piv["sequential"]
+        if "seq_posterior" in piv and other in piv:   # the stochastic studies' answer
+            piv[f"{other}/seq_posterior"] = piv[other] / piv["seq_posterior"]
     print()
     print(piv.to_string(float_format=lambda v: f"{v:.3g}"))
     # the answer's distance to the true inputs (unit box, Euclidean; median per cell)
@@ -440,6 +506,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="sequential.final for the sequential runs (default: the config's)")
     ap.add_argument("--sbi-rounds", type=int, default=4,
                     help="rounds of the apt and tsnpe methods (N / rounds runs each)")
+    ap.add_argument("--posterior-answer", action=argparse.BooleanOptionalAction,
+                    default=None,
+                    help="also score sequential's posterior answer (method seq_posterior: "
+                         "the answer the workflow reports; default: on stochastic studies)")
     ap.add_argument("--fail", action="store_true",
                     help="the studies' failing variants (simulator.fail_region) instead")
     ap.add_argument("--quick", action="store_true")
@@ -461,7 +531,9 @@ def main(argv: list[str] | None = None) -> int:
             for seed in range(first, first + args.seeds):
                 run_seed(cfg, name, seed, args.targets, args.totals, args.ks, args.methods,
                          args.rescore if stochastic else 0, args.fail, log, args.k1_targets,
-                         args.k1_skip, args.tag, args.final, args.sbi_rounds)
+                         args.k1_skip, args.tag, args.final, args.sbi_rounds,
+                         args.posterior_answer if args.posterior_answer is not None
+                         else stochastic)
     report()
     return 0
 

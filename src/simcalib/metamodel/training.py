@@ -337,7 +337,7 @@ def _train_series(df: pd.DataFrame, input_names: Sequence[str], output_names: Se
     """:func:`train_metamodel` on the scalars and the series' basis weights (bases
     fitted on the training split), folded into a metamodel of every output; metrics
     and the trust verdict on the reconstructed curves."""
-    from simcalib.metamodel import curves
+    from simcalib.metamodel import curves, levelnoise
 
     c = _cfg(cfg)
     _check_cfg(c)
@@ -357,6 +357,7 @@ def _train_series(df: pd.DataFrame, input_names: Sequence[str], output_names: Se
     P = curves.fold(inner, output_names, bases, {}).predict(X[te])
     r2 = r2_scores(Y[te], P)
     resid = Y[te] - P
+    level = levelnoise.fit(resid, P, output_names)
     series = curves.series_record(bases, output_names, Y[te], P, inner_metrics["test_r2"],
                                   noise)
     r2_by = dict(zip(output_names, r2.tolist(), strict=True))
@@ -377,6 +378,11 @@ def _train_series(df: pd.DataFrame, input_names: Sequence[str], output_names: Se
         "test_r2": r2_by,
         "test_mae": dict(zip(output_names, np.abs(resid).mean(axis=0).tolist(), strict=True)),
         "test_residual_cov": (resid.T @ resid / max(1, len(te))).tolist(),
+        # how the held-out error grows with a curve's level (the posterior's ``scaled``
+        # error model, simcalib.metamodel.levelnoise) and the covariance without it
+        "level_noise": level,
+        "test_residual_cov_level_free": levelnoise.level_free(resid, P, output_names,
+                                                              level).tolist(),
         "min_test_r2": verdict.min_test_r2, "min_r2": float(c["min_r2"]),
         "r2_ok": verdict.ok, "low_r2_outputs": verdict.weak_outputs, "series": series,
         **{k: inner_metrics[k] for k in keep if k in inner_metrics}, **facts}

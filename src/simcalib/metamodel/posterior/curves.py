@@ -32,6 +32,13 @@ one the metamodel is built on (docs/strategies.md, "Posterior on curves"): a cur
 point, no correlation between points): the baseline whose coverage
 ``benchmarks/coverage.py --curve`` measures against ``basis`` (the default).
 
+``scaled`` is ``basis`` with an error that grows with the curve's level:
+``Sigma(x) = G(x)^(1/2) Sigma_0 G(x)^(1/2)``, ``G`` each point's variance factor at the
+predicted curve and ``Sigma_0`` the same terms from the held-out residuals divided by
+theirs (:mod:`simcalib.metamodel.levelnoise`: why, and how the slope is fitted).  A
+count's noise grows with the count; a constant ``Sigma`` is too wide for a small
+outbreak and too narrow for a large one.
+
 The 1/m per-point weights that make a curve count as one output in Delta are a device
 of the misfit, not of the likelihood: here a point observed is in (weight 1 unless a
 ``weight_<series>@<t>`` column says otherwise), a point not observed is out (weight 0),
@@ -52,7 +59,7 @@ from simcalib.metamodel.curves import WEIGHT_SEP, series_groups
 from simcalib.study.series import parse_column
 
 #: the error models on a curve (module docstring); the first is the default
-CURVE_ERRORS = ("basis", "independent")
+CURVE_ERRORS = ("basis", "independent", "scaled")
 
 
 @dataclass(frozen=True)
@@ -122,10 +129,17 @@ class CurveError:
 
     def __init__(self, inner: Any, lay: CurveLayout, mode: str, source: str,
                  full_mean: Any = None, y_std: np.ndarray | None = None,
-                 input_names: Sequence[str] | None = None) -> None:
+                 input_names: Sequence[str] | None = None,
+                 level: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.inner = inner
         self.layout = lay
         self.mode = check_mode(mode)
+        if self.mode == "scaled" and level is None:
+            raise DataError("metamodel", "curve_errors 'scaled' needs the level record of "
+                            "the held-out residuals (level_noise in metamodel.json): "
+                            "retrain the metamodel, or use curve_errors 'basis'")
+        #: per series: the level slope (scaled mode; simcalib.metamodel.levelnoise)
+        self.level = dict(level) if self.mode == "scaled" and level is not None else None
         self.output_names = list(lay.outputs)
         names = input_names if input_names is not None else getattr(inner, "input_names",
                                                                     None)
@@ -171,7 +185,13 @@ class CurveError:
         return S
 
     def cov(self, X: np.ndarray) -> np.ndarray:
-        return self._expand(np.asarray(self.inner.cov(X), dtype=float))
+        S = self._expand(np.asarray(self.inner.cov(X), dtype=float))
+        if self.level is None:
+            return S
+        from simcalib.metamodel.levelnoise import factors
+
+        g = np.sqrt(factors(self.mean(X), self.output_names, self.level))  # (n, P)
+        return g[:, :, None] * S * g[:, None, :]
 
     def spread_cov(self, X: np.ndarray) -> np.ndarray:
         """The inner ensemble's spread mapped to the outputs (no truncation term)."""
@@ -195,13 +215,25 @@ def design_curve_error(mm: Any, residual_cov: np.ndarray, source: str,
     R (P x P) projected on the bases, ``Pi R Pi^T``, plus the bases' held-out
     truncation error per point (module docstring); the mean is the metamodel's."""
     lay = layout(mm.output_names, bases)
+    level = None
+    if check_mode(mode) == "scaled":
+        info = getattr(mm, "info", {}) or {}
+        level = info.get("level_noise")
+        free = info.get("test_residual_cov_level_free")
+        if level is None or free is None:
+            raise DataError("metamodel", "curve_errors 'scaled' needs level_noise and "
+                            "test_residual_cov_level_free in metamodel.json (a metamodel "
+                            "trained before they existed): retrain it, or use 'basis'")
+        residual_cov = free
+        source = f"{source} without its level (level_noise)"
     R = np.asarray(residual_cov, dtype=float)
     if R.shape != (len(lay.outputs),) * 2:
         raise DataError("metamodel", f"residual covariance of shape {R.shape} for "
                         f"{len(lay.outputs)} outputs")
     inner = ConstantCov(lay.Pi @ R @ lay.Pi.T)
     return CurveError(inner, lay, mode, source, full_mean=mm.predict,
-                      y_std=np.asarray(mm.y_std, dtype=float), input_names=mm.input_names)
+                      y_std=np.asarray(mm.y_std, dtype=float), input_names=mm.input_names,
+                      level=level)
 
 
 def observed_points(z: np.ndarray, outputs: Sequence[str]) -> np.ndarray:
@@ -216,7 +248,13 @@ def curve_terms(model: CurveError) -> dict[str, Any]:
     components and its truncation sd (RMS over its points)."""
     lay = model.layout
     _, groups = series_groups(lay.outputs)
-    return {"error_model": model.mode,
-            "series": {n: {"points": len(idx), "components": lay.components[n],
-                           "truncation_sd_rms": float(np.sqrt(np.mean(lay.trunc_var[idx])))}
-                       for n, idx in groups.items()}}
+    out: dict[str, Any] = {
+        "error_model": model.mode,
+        "series": {n: {"points": len(idx), "components": lay.components[n],
+                       "truncation_sd_rms": float(np.sqrt(np.mean(lay.trunc_var[idx])))}
+                   for n, idx in groups.items()}}
+    if model.level is not None:   # the scaled model: each series' level slope
+        for n, rec in model.level.items():
+            if n in out["series"]:
+                out["series"][n]["level_noise"] = dict(rec)
+    return out

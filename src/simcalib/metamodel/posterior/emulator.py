@@ -197,9 +197,62 @@ def fit_curve_emulator(rows: pd.DataFrame, inputs: Sequence[str], outputs: Seque
                      axis=1)
     emu = fit_emulator(both, inputs, names, settings, seed, study)
     lay = layout(outputs, bases)
+    level = None
+    if mode == "scaled":
+        emu, level = _level_free(emu, lay, X, Y, red[names].to_numpy(dtype=float), outputs)
 
     def wrap(m: EnsembleError) -> CurveError:
-        return CurveError(m, lay, mode, m.source)
+        return CurveError(m, lay, mode, m.source, level=level)
 
     return replace(emu, model=wrap(emu.model),  # type: ignore[arg-type]
                    folds=(wrap(emu.folds[0]), wrap(emu.folds[1])))
+
+
+def _level_free(emu: Emulator, lay: Any, X: np.ndarray, Y: np.ndarray, Yr: np.ndarray,
+                outputs: Sequence[str]) -> tuple[Emulator, dict[str, Any]]:
+    """The ``scaled`` curve error model on ``sequential``'s runs: the level slope fitted
+    on the cross-fitted point residuals (each half's ensemble at the other half's runs;
+    :mod:`simcalib.metamodel.levelnoise`), and every model's residual covariance (in
+    the reduced space) replaced by the level-free one: each cross-fitted reduced
+    residual divided by its row's factor (1 on scalars, the series' factor on its
+    weights), with the same replicate-noise floor as :func:`fit_emulator`."""
+    import copy
+
+    from simcalib.metamodel import levelnoise
+    from simcalib.metamodel.curves import WEIGHT_SEP
+    from simcalib.study.series import parse_column
+
+    pred = np.empty_like(Y)
+    red = np.empty_like(Yr)
+    for f in (0, 1):
+        other = emu.fold_of == 1 - f
+        red[other] = emu.folds[f].mean(X[other])
+        pred[other] = lay.offset + red[other] @ lay.A.T
+    level = levelnoise.fit(Y - pred, pred, outputs)
+    G = levelnoise.factors(pred, outputs, level)
+    # each reduced output's factor: its series' (all points of a series share one)
+    g_red = np.ones_like(Yr)
+    for j, name in enumerate(lay.reduced):
+        series = name.split(WEIGHT_SEP)[0] if WEIGHT_SEP in name else None
+        if series is not None and series in lay.components:
+            col = next(i for i, o in enumerate(outputs)
+                       if (q := parse_column(o)) is not None and q[0] == series)
+            g_red[:, j] = G[:, col]
+    R = (Yr - red) / np.sqrt(g_red)
+    res = R.T @ R / max(1, len(R))
+    if emu.replicate_var is not None:
+        # run-to-run variance: a floor on the level-free residual at the mean factor
+        rep = emu.replicate_var / np.maximum(g_red.mean(axis=0), 1e-300)
+        d = np.sqrt(np.maximum(rep, np.diag(res)) / np.maximum(np.diag(res), 1e-300))
+        res = res * d[:, None] * d[None, :]
+    res = _psd(np.atleast_2d(res))
+
+    def free(m: EnsembleError) -> EnsembleError:
+        out = copy.copy(m)
+        out.residual = res
+        out.source = f"{m.source}, without its level (level_noise)"
+        return out
+
+    return replace(emu, model=free(emu.model), folds=(free(emu.folds[0]),
+                                                      free(emu.folds[1])),
+                   residual_cov=res), level
