@@ -634,9 +634,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="strategies only (kappa is still calibrated)")
     ap.add_argument("--quick", action="store_true",
                     help="minutes: n 512, 50 targets, NPE 1,000 draws, no strategies")
-    ap.add_argument("--curve-errors", nargs="+", default=list(CURVE_ERRORS),
+    ap.add_argument("--curve-errors", nargs="+", default=["basis", "independent"],
                     choices=list(CURVE_ERRORS),
-                    help=f"on the curve study ({CURVE}): the posteriors' error models")
+                    help=f"on the curve study ({CURVE}): the posteriors' error models "
+                         "(default: basis and its baseline independent; scaled on request)")
     ap.add_argument("--error-scale", type=float, default=None,
                     help="kappa fixed at this value instead of the study's setting (the "
                          "methods are named with a -kappa<value> suffix)")
