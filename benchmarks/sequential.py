@@ -138,7 +138,10 @@ def seq_posterior_rows(study: Study, cfg: dict[str, Any], name: str, runs: pd.Da
     (the draw of highest density).  Each row: ``method``, ``target_id``, ``x``,
     ``rule`` and the posterior's CPU seconds per run of the search.  No run is spent."""
     from simcalib.metamodel.posterior import sequential_posterior
-    from simcalib.metamodel.posterior.sequential import _logp
+    from simcalib.metamodel.posterior.sequential import (
+        best_run_by_density,
+        highest_density_draw,
+    )
 
     cal = cfg["studies"][name]["calibration"] or {}
     t0 = time.process_time()
@@ -155,16 +158,14 @@ def seq_posterior_rows(study: Study, cfg: dict[str, Any], name: str, runs: pd.Da
                     "rule": str(a["answer_rule"]),
                     "x": np.array([float(a[f"x_{n}"]) for n in names])})
         own = runs[(runs["target_id"] == tid) & (runs["status"] == "ok")]
-        if len(own):
-            X = own[names].to_numpy(dtype=float)
-            lps = np.array([_logp(draws, t, x) for x in X])
+        X = own[names].to_numpy(dtype=float)
+        best = best_run_by_density(draws, t, X)
+        if best is not None:
             out.append({"method": "seq_post_bestrun", "target_id": tid, "cpu": cpu,
-                        "rule": "the run of highest posterior density",
-                        "x": X[int(np.nanargmax(np.where(np.isfinite(lps), lps, -np.inf)))]})
-        c, n = np.unravel_index(int(np.argmax(draws.logp[:, :, t])), draws.logp.shape[:2])
+                        "rule": "the run of highest posterior density", "x": X[best[0]]})
         out.append({"method": "seq_post_map", "target_id": tid, "cpu": cpu,
                     "rule": "the draw of highest posterior density",
-                    "x": np.asarray(draws.X[c, n, t], dtype=float)})
+                    "x": highest_density_draw(draws, t)[0].astype(float)})
     return out
 
 

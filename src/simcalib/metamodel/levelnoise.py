@@ -50,7 +50,7 @@ def fit(resid: np.ndarray, pred: np.ndarray, outputs: Sequence[str]) -> dict[str
     _, groups = series_groups(list(outputs))
     out: dict[str, Any] = {}
     for name, idx in groups.items():
-        raw = np.clip(pred[:, idx], 0.0, None).mean(axis=1)
+        raw = _levels(pred, idx, 0.0)
         floor = FLOOR_SHARE * float(np.median(raw)) if len(raw) else 0.0
         floor = floor if floor > 0 else 1e-12
         lev = raw + floor
@@ -61,8 +61,7 @@ def fit(resid: np.ndarray, pred: np.ndarray, outputs: Sequence[str]) -> dict[str
             a, b = np.log(lev[ok]), np.log(ms[ok])
             gamma = float(np.clip(np.polyfit(a, b, 1)[0], *GAMMA_RANGE))
             corr = float(np.corrcoef(a, b)[0, 1])
-        ref = (float(np.mean(lev[ok] ** gamma)) ** (1.0 / gamma) if gamma > 0 and ok.any()
-               else 1.0)
+        ref = float(np.mean(lev[ok] ** gamma)) ** (1.0 / gamma) if gamma > 0 else 1.0
         out[name] = {"gamma": gamma, "ref": ref, "floor": floor, "rows": int(ok.sum()),
                      "log_corr": corr}
     return out

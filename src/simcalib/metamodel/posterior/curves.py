@@ -139,7 +139,7 @@ class CurveError:
                             "the held-out residuals (level_noise in metamodel.json): "
                             "retrain the metamodel, or use curve_errors 'basis'")
         #: per series: the level slope (scaled mode; simcalib.metamodel.levelnoise)
-        self.level = dict(level) if self.mode == "scaled" and level is not None else None
+        self.level = dict(level) if self.mode == "scaled" else None  # type: ignore[arg-type]
         self.output_names = list(lay.outputs)
         names = input_names if input_names is not None else getattr(inner, "input_names",
                                                                     None)
@@ -148,6 +148,7 @@ class CurveError:
         self.info = dict(getattr(inner, "info", {}) or {})
         self.source = f"{source}; curves: {mode} error model (docs/strategies.md)"
         self._full_mean = full_mean
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
         self.y_std = (np.asarray(y_std, dtype=float) if y_std is not None
                       else self._scale_from_inner())
 
@@ -168,9 +169,16 @@ class CurveError:
         return out
 
     def mean(self, X: np.ndarray) -> np.ndarray:
+        # the likelihood asks for the mean and (scaled: through the level) the
+        # covariance of the same rows: the last call is kept, as EnsembleError does
+        if self._last is not None and self._last[0] is X:
+            return self._last[1]
         if self._full_mean is not None:
-            return np.atleast_2d(np.asarray(self._full_mean(X), dtype=float))
-        return self.layout.offset + self.inner.mean(X) @ self.layout.A.T
+            out = np.atleast_2d(np.asarray(self._full_mean(X), dtype=float))
+        else:
+            out = self.layout.offset + self.inner.mean(X) @ self.layout.A.T
+        self._last = (X, out)
+        return out
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return self.mean(X)

@@ -160,15 +160,20 @@ def fit_emulator(rows: pd.DataFrame, inputs: Sequence[str], outputs: Sequence[st
     res = R.T @ R / n
     rep, pts = replicate_variance(rows, inputs, outputs)
     if rep is not None:
-        # the run-to-run noise is part of every held-out residual: never less
-        d = np.sqrt(np.maximum(rep, np.diag(res)) / np.maximum(np.diag(res), 1e-300))
-        res = res * d[:, None] * d[None, :]
+        res = _replicate_floor(res, rep)
     src = "ensemble spread + cross-fitted held-out residual covariance of the runs"
     model = EnsembleError(full, res, src)
     folds = (EnsembleError(halves[0], res, src + " (fold 0)"),
              EnsembleError(halves[1], res, src + " (fold 1)"))
     evidence = bool(rep is not None and (rep > 1e-12 * (1 + Y.var(axis=0))).any())
     return Emulator(model, folds, rows.reset_index(drop=True), fold, res, rep, pts, evidence)
+
+
+def _replicate_floor(res: np.ndarray, rep: np.ndarray) -> np.ndarray:
+    """``res`` with each variance raised to at least the run-to-run variance ``rep``
+    (correlations kept): the noise is part of every held-out residual, never less."""
+    d = np.sqrt(np.maximum(rep, np.diag(res)) / np.maximum(np.diag(res), 1e-300))
+    return res * d[:, None] * d[None, :]
 
 
 def fit_curve_emulator(rows: pd.DataFrame, inputs: Sequence[str], outputs: Sequence[str],
@@ -219,8 +224,6 @@ def _level_free(emu: Emulator, lay: Any, X: np.ndarray, Y: np.ndarray, Yr: np.nd
     import copy
 
     from simcalib.metamodel import levelnoise
-    from simcalib.metamodel.curves import WEIGHT_SEP
-    from simcalib.study.series import parse_column
 
     pred = np.empty_like(Y)
     red = np.empty_like(Yr)
@@ -230,21 +233,15 @@ def _level_free(emu: Emulator, lay: Any, X: np.ndarray, Y: np.ndarray, Yr: np.nd
         pred[other] = lay.offset + red[other] @ lay.A.T
     level = levelnoise.fit(Y - pred, pred, outputs)
     G = levelnoise.factors(pred, outputs, level)
-    # each reduced output's factor: its series' (all points of a series share one)
-    g_red = np.ones_like(Yr)
-    for j, name in enumerate(lay.reduced):
-        series = name.split(WEIGHT_SEP)[0] if WEIGHT_SEP in name else None
-        if series is not None and series in lay.components:
-            col = next(i for i, o in enumerate(outputs)
-                       if (q := parse_column(o)) is not None and q[0] == series)
-            g_red[:, j] = G[:, col]
+    # each reduced output's factor is that of an output it maps to (A's first nonzero
+    # in its column): a scalar's own (1), a basis weight's its series' points' (one g)
+    g_red = G[:, np.argmax(lay.A != 0, axis=0)]
     R = (Yr - red) / np.sqrt(g_red)
     res = R.T @ R / max(1, len(R))
     if emu.replicate_var is not None:
         # run-to-run variance: a floor on the level-free residual at the mean factor
-        rep = emu.replicate_var / np.maximum(g_red.mean(axis=0), 1e-300)
-        d = np.sqrt(np.maximum(rep, np.diag(res)) / np.maximum(np.diag(res), 1e-300))
-        res = res * d[:, None] * d[None, :]
+        res = _replicate_floor(res, emu.replicate_var
+                               / np.maximum(g_red.mean(axis=0), 1e-300))
     res = _psd(np.atleast_2d(res))
 
     def free(m: EnsembleError) -> EnsembleError:

@@ -163,16 +163,29 @@ def _answer(t: int, draws: Draws, table: pd.DataFrame, rec: pd.Series | None,
     lp_med = _logp(draws, t, med)
     if agreement.inside_hpd(lp_med, lp_draws):
         return med, "posterior median", lp_med
-    if len(own_runs):
-        X = own_runs[names].to_numpy(dtype=float)
-        lps = np.array([_logp(draws, t, x) for x in X])
-        if np.isfinite(lps).any():
-            i = int(np.nanargmax(np.where(np.isfinite(lps), lps, -np.inf)))
-            return X[i], "the run the posterior ranks best (its median lies off the " \
-                "joint 90 % region)", float(lps[i])
-    i = np.unravel_index(int(np.argmax(draws.logp[:, :, t])), draws.logp.shape[:2])
-    x = draws.X[i[0], i[1], t]
-    return x, "the posterior's highest-density draw", float(draws.logp[i[0], i[1], t])
+    X = own_runs[names].to_numpy(dtype=float)
+    best = best_run_by_density(draws, t, X)
+    if best is not None:
+        return X[best[0]], "the run the posterior ranks best (its median lies off the " \
+            "joint 90 % region)", best[1]
+    x, lp = highest_density_draw(draws, t)
+    return x, "the posterior's highest-density draw", lp
+
+
+def best_run_by_density(draws: Draws, t: int, X: np.ndarray) -> tuple[int, float] | None:
+    """(row, log density) of the row of ``X`` (tunables) where target ``t``'s posterior
+    density is highest; None when no row has a finite density."""
+    lps = np.array([_logp(draws, t, x) for x in np.atleast_2d(X)]) if len(X) else np.empty(0)
+    if not np.isfinite(lps).any():
+        return None
+    i = int(np.nanargmax(np.where(np.isfinite(lps), lps, -np.inf)))
+    return i, float(lps[i])
+
+
+def highest_density_draw(draws: Draws, t: int) -> tuple[np.ndarray, float]:
+    """Target ``t``'s draw of highest posterior density and that density."""
+    c, n = np.unravel_index(int(np.argmax(draws.logp[:, :, t])), draws.logp.shape[:2])
+    return np.asarray(draws.X[c, n, t]), float(draws.logp[c, n, t])
 
 
 def _logp(draws: Draws, t: int, x: np.ndarray) -> float:
