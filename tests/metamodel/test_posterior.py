@@ -142,6 +142,40 @@ def test_kappa_calibration_recovers_an_underestimated_error():
     assert set(table["kappa"]) >= {1.0, 16.0}
 
 
+class LinearPredictor:
+    """A scalar metamodel as training writes one: ``predict`` and a recorded held-out
+    residual covariance (its error model is then a ResidualError)."""
+
+    input_names = ["x1", "x2", "x3"]
+    output_names = ["y1", "y2", "y3"]
+    y_std = np.ones(3)
+    info = {"test_residual_cov": (SIGMA ** 2 * np.eye(3)).tolist()}
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.atleast_2d(X) @ A.T
+
+
+def test_kappa_calibrates_on_the_residual_error_model_that_stands_in():
+    """The coverage benchmark calibrates kappa on the error model the posterior will
+    use; for a scalar metamodel that is a ResidualError, which must carry the
+    metamodel's output scale (it crashed with AttributeError: no y_std)."""
+    from simcalib.metamodel.posterior.noise import ResidualError, error_model
+    from simcalib.metamodel.posterior.scale import calibrate_kappa
+
+    mm = LinearPredictor()
+    model = error_model(mm)
+    assert isinstance(model, ResidualError)
+    np.testing.assert_array_equal(model.y_std, mm.y_std)
+    r = np.random.default_rng(5)
+    X = r.uniform(-8, 8, (40, 3))
+    Z = X @ A.T + r.normal(0, SIGMA, (40, 3))
+    rows = pd.DataFrame(np.hstack([X, Z]), columns=["x1", "x2", "x3", "y1", "y2", "y3"])
+    cfg = settings({"calibration_targets": 24, "error_dof": 0, "warmup": 300,
+                    "calibration_draws": 400, "init_draws": 500})
+    kappa, _ = calibrate_kappa(_space(), model, rows, cfg, 1, "test")
+    assert kappa in (1.0, 2.0)
+
+
 class RosenMM:
     """A metamodel stand-in for the pipeline test: Rosenbrock with a small bias and a
     recorded held-out residual covariance."""

@@ -54,6 +54,9 @@ class ResidualError:
         self.mm = mm
         self.output_names = list(mm.output_names)
         self.input_names = list(mm.input_names)
+        # the metamodel's output scale travels with its error model, which stands in
+        # for it wherever a posterior is built (kappa's calibration included)
+        self.y_std = np.asarray(mm.y_std, dtype=float)
         self._cov = np.asarray(cov, dtype=float)
         self.source = source
 
