@@ -202,6 +202,11 @@ def test_curve_error_model_is_correlated_full_rank_and_maps_the_basis():
     em = error_model(mm)
     np.testing.assert_allclose(em.cov(np.zeros((1, 2))), S, atol=1e-12)
     assert np.allclose(em.y_std, basis.scale)
+    # kappa's cross-fit: the covariance re-estimated from residual rows is the one the
+    # design route builds from their second moment
+    refit = em.with_residuals(Rrows, np.zeros_like(Rrows))
+    np.testing.assert_allclose(refit.cov(np.zeros((1, 2))), S, atol=1e-12)
+    np.testing.assert_allclose(refit.mean(np.zeros((1, 2))), em.mean(np.zeros((1, 2))))
     with pytest.raises(Exception, match="curve_errors"):
         CurveError(ConstantCov(R), lay, "ar1", "test")
 

@@ -201,6 +201,27 @@ class CurveError:
         g = np.sqrt(factors(self.mean(X), self.output_names, self.level))  # (n, P)
         return g[:, :, None] * S * g[:, None, :]
 
+    def with_residuals(self, resid: np.ndarray, pred: np.ndarray) -> CurveError:
+        """The design model (a constant reduced covariance) with its residual covariance
+        from ``resid`` (n, P) at predictions ``pred``, as training records it (level-free
+        for ``scaled``): kappa's calibration cross-fits it (:mod:`.scale`).  An
+        ensemble's model (``sequential``) has no such covariance: a DataError."""
+        if not isinstance(self.inner, ConstantCov):
+            raise DataError("curve error model", "only the design metamodel's constant "
+                            "residual covariance can be re-estimated from residuals")
+        r = np.asarray(resid, dtype=float)
+        if self.level is not None:
+            from simcalib.metamodel.levelnoise import level_free
+
+            R = level_free(r, pred, self.output_names, self.level)
+        else:
+            R = r.T @ r / max(1, len(r))
+        lay = self.layout
+        return CurveError(ConstantCov(lay.Pi @ R @ lay.Pi.T), lay, self.mode,
+                          f"{self.source} (cross-fitted)", full_mean=self._full_mean,
+                          y_std=self.y_std, input_names=getattr(self, "input_names", None),
+                          level=self.level)
+
     def spread_cov(self, X: np.ndarray) -> np.ndarray:
         """The inner ensemble's spread mapped to the outputs (no truncation term)."""
         C = np.asarray(self.inner.spread_cov(X), dtype=float)

@@ -91,6 +91,13 @@ class ResidualError:
     def cov(self, X: np.ndarray) -> np.ndarray:  # noqa: ARG002 - constant in x
         return self._cov
 
+    def with_residuals(self, resid: np.ndarray, pred: np.ndarray) -> ResidualError:  # noqa: ARG002
+        """The same model with the covariance of ``resid`` (n, P), as training records
+        it (``r^T r / n``): kappa's calibration cross-fits it (:mod:`.scale`)."""
+        r = np.asarray(resid, dtype=float)
+        return ResidualError(self.mm, _psd(r.T @ r / max(1, len(r))),
+                             f"{self.source} (cross-fitted)")
+
 
 def error_model(mm: Any, curve_errors: str | None = None) -> ErrorModel:
     """The error model of ``mm``: its own when it has one (an ensemble: ``mean`` and

@@ -120,7 +120,7 @@ def _kappa(space: Any, emu: Emulator, c: Mapping[str, Any], seed: int, study: st
            ) -> tuple[float, pd.DataFrame | None, dict[str, Any] | None]:
     """kappa (a number, or calibrated on fold-1 runs with the fold-0 ensemble), its
     table and the check on the fold-0 runs with the fold-1 ensemble."""
-    from simcalib.metamodel.posterior.scale import coverage_table, joint_ranks
+    from simcalib.metamodel.posterior.scale import choose, coverage_table, joint_ranks
     from simcalib.seeds import rng
 
     if c["error_scale"] != "calibrate":
@@ -129,10 +129,7 @@ def _kappa(space: Any, emu: Emulator, c: Mapping[str, Any], seed: int, study: st
     rank, kap, m = joint_ranks(space, emu.folds[0], rows[fold == 1], KAPPA_GRID, c,
                                rng(seed, "seq-posterior-kappa", study))
     table = coverage_table(rank, kap, KAPPA_GRID, m)
-    miss = table.groupby("kappa", sort=True)["miss"].first()
-    # ties: the kappa closest to 1 (no coarsening unless the runs ask for it)
-    order = np.lexsort((np.abs(np.log(miss.index.to_numpy(dtype=float))), miss.to_numpy()))
-    kappa = float(miss.index[int(order[0])])
+    kappa = choose(table)
     rank2, _, m2 = joint_ranks(space, emu.folds[1], rows[fold == 0], [kappa], c,
                                rng(seed, "seq-posterior-kappa-check", study))
     check = {"rows": int(m2), "kappa": kappa,
