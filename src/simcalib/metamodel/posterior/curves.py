@@ -201,12 +201,18 @@ class CurveError:
         g = np.sqrt(factors(self.mean(X), self.output_names, self.level))  # (n, P)
         return g[:, :, None] * S * g[:, None, :]
 
+    @property
+    def refittable(self) -> bool:
+        """Whether :meth:`with_residuals` applies: the design model's constant reduced
+        covariance, not an ensemble's spread."""
+        return isinstance(self.inner, ConstantCov)
+
     def with_residuals(self, resid: np.ndarray, pred: np.ndarray) -> CurveError:
         """The design model (a constant reduced covariance) with its residual covariance
         from ``resid`` (n, P) at predictions ``pred``, as training records it (level-free
         for ``scaled``): kappa's calibration cross-fits it (:mod:`.scale`).  An
         ensemble's model (``sequential``) has no such covariance: a DataError."""
-        if not isinstance(self.inner, ConstantCov):
+        if not self.refittable:
             raise DataError("curve error model", "only the design metamodel's constant "
                             "residual covariance can be re-estimated from residuals")
         r = np.asarray(resid, dtype=float)
@@ -218,7 +224,7 @@ class CurveError:
             R = r.T @ r / max(1, len(r))
         lay = self.layout
         return CurveError(ConstantCov(lay.Pi @ R @ lay.Pi.T), lay, self.mode,
-                          f"{self.source} (cross-fitted)", full_mean=self._full_mean,
+                          "cross-fitted held-out residuals", full_mean=self._full_mean,
                           y_std=self.y_std, input_names=getattr(self, "input_names", None),
                           level=self.level)
 

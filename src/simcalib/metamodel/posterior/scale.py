@@ -103,9 +103,10 @@ def crossfit_ranks(space: Space, model: Any, rows: pd.DataFrame, kappas: Sequenc
     case curve (77 rows) kappa calibrated in-sample crossed at ~11, cross-fitted at
     ~16, and the held-out targets needed ~16.  A covariance from half the rows is a
     little worse than from all of them, so this errs wide, not narrow.  Models without
-    ``with_residuals`` (an ensemble: its folds already cross-fit) and fewer than 8
-    rows: in-sample, as :func:`joint_ranks`."""
-    if not hasattr(model, "with_residuals") or len(rows) < 8:
+    ``with_residuals`` or with ``refittable`` false (an ensemble: its folds already
+    cross-fit) and fewer than 8 rows: in-sample, as :func:`joint_ranks`."""
+    if (not hasattr(model, "with_residuals") or not getattr(model, "refittable", True)
+            or len(rows) < 8):
         return joint_ranks(space, model, rows, kappas, cfg, r)
     m = min(len(rows), int(cfg["calibration_targets"]))
     X = rows[list(model.input_names)].to_numpy(dtype=float)
