@@ -184,7 +184,7 @@ def test_kappa_calibrates_on_the_residual_error_model_that_stands_in():
     use; for a scalar metamodel that is a ResidualError, which must carry the
     metamodel's output scale (it crashed with AttributeError: no y_std)."""
     from simcalib.metamodel.posterior.noise import ResidualError, error_model
-    from simcalib.metamodel.posterior.scale import calibrate_kappa
+    from simcalib.metamodel.posterior.scale import calibrate_kappa, crossfit_ranks
 
     mm = LinearPredictor()
     model = error_model(mm)
@@ -197,7 +197,16 @@ def test_kappa_calibrates_on_the_residual_error_model_that_stands_in():
     cfg = settings({"calibration_targets": 24, "error_dof": 0, "warmup": 300,
                     "calibration_draws": 400, "init_draws": 500})
     kappa, _ = calibrate_kappa(_space(), model, rows, cfg, 1, "test")
-    assert 1.0 <= kappa <= 2.0
+    assert 0.7 <= kappa <= 2.0
+    # the ranks are cross-fitted (half the rows each); the factor carries the kappa to
+    # the covariance of all 40 rows: f(40) / f(20), f(n) = n / (n - 3 - 1)
+    _, kap, m, factor = crossfit_ranks(_space(), model, rows, [1.0], cfg,
+                                       np.random.default_rng(0))
+    assert m == 24 and len(kap) == 24
+    assert factor == pytest.approx((40 / 36) / (20 / 16))
+    # too few rows for a half's covariance: in-sample, factor 1
+    assert crossfit_ranks(_space(), model, rows.iloc[:14], [1.0], cfg,
+                          np.random.default_rng(0))[3] == 1.0
 
 
 class RosenMM:

@@ -202,6 +202,12 @@ class CurveError:
         return g[:, :, None] * S * g[:, None, :]
 
     @property
+    def covariance_dim(self) -> int:
+        """The dimension of the covariance estimated from residuals: the scalars and
+        the basis weights (the truncation term is not re-estimated)."""
+        return len(self.layout.reduced)
+
+    @property
     def refittable(self) -> bool:
         """Whether :meth:`with_residuals` applies: the design model's constant reduced
         covariance, not an ensemble's spread."""
