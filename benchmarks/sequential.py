@@ -37,6 +37,7 @@ run), the marginal cost of a proposal at N.
     python benchmarks/sequential.py --quick      # minutes: 1 seed, N 128, K 1 and 3
     python benchmarks/sequential.py              # 2 seeds x 10 targets, N 128 256 512
     python benchmarks/sequential.py --report-only
+    python benchmarks/sequential.py --report-only --from 'sequential_runs_*peers5*.csv'
 
 Writes ``results/benchmarks/sequential_runs_<study>_<seed>_<methods>.csv`` (per
 target and method; processes with different ``--methods`` write different files, a
@@ -454,12 +455,24 @@ def figure(s: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def report() -> pd.DataFrame:
-    files = sorted(OUT.glob("sequential_runs_*.csv"))
+def report(patterns: list[str] | None = None) -> pd.DataFrame:
+    """The table over every ``sequential_runs_*.csv``, or over the files matching
+    ``patterns`` (globs in results/benchmarks): a new measurement (``--tag``) lies
+    beside the older ones it supersedes, and pooling all of them mixes code versions.
+    Rows of one (study, seed, K, N, method, target) in more than one file are said."""
+    pats = patterns or ["sequential_runs_*.csv"]
+    files = sorted({f for p in pats for f in OUT.glob(p)})
     if not files:
-        raise SystemExit("no sequential_runs_*.csv in results/benchmarks: run without "
+        raise SystemExit(f"no file matching {pats} in results/benchmarks: run without "
                          "--report-only first")
-    df = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    df = pd.concat([pd.read_csv(f).assign(_file=f.name) for f in files], ignore_index=True)
+    key = ["study", "seed", "K", "N", "method", "target_id"]
+    dup = df[df.duplicated(key, keep=False)]
+    if len(dup):
+        print(f"warning: {dup[key].drop_duplicates().shape[0]} (study, seed, K, N, method, "
+              f"target) cells lie in more than one file ({sorted(dup['_file'].unique())}): "
+              "pooled as they are; choose the files with --from", file=sys.stderr)
+    df = df.drop(columns="_file")
     s = summary(df)
     io.write_csv(s, OUT / "sequential.csv")
     figure(s, OUT / "sequential.png")
@@ -515,6 +528,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the studies' failing variants (simulator.fail_region) instead")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--from", dest="from_files", nargs="+", default=None,
+                    help="the table from these files only (globs in results/benchmarks, "
+                         "e.g. 'sequential_runs_*_peers5*.csv'); default: every "
+                         "sequential_runs_*.csv")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("simcalib").setLevel(logging.WARNING)
@@ -535,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
                          args.k1_skip, args.tag, args.final, args.sbi_rounds,
                          args.posterior_answer if args.posterior_answer is not None
                          else stochastic)
-    report()
+    report(args.from_files)
     return 0
 
 
