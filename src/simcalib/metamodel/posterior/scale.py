@@ -40,7 +40,8 @@ from simcalib.study.space import Space
 
 log = logging.getLogger(__name__)
 
-#: the kappa grid (powers of 2: on a few dozen rows a finer grid is within noise)
+#: the kappa grid the ranks are sampled at (powers of 2; kappa itself is interpolated
+#: between the two around the crossing, :func:`choose`)
 KAPPA_GRID = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 LEVELS = (0.5, 0.8, 0.95)
 
