@@ -209,6 +209,30 @@ def test_kappa_calibrates_on_the_residual_error_model_that_stands_in():
                           np.random.default_rng(0))[3] == 1.0
 
 
+def test_the_workflow_calibrates_kappa_on_the_error_model(monkeypatch):
+    """``cal_posterior`` passes the metamodel alone; the calibration must get its error
+    model (the thing with a residual covariance to cross-fit), not the metamodel, which
+    has none: with the metamodel the cross-fit silently fell back to in-sample ranks."""
+    from simcalib.metamodel import training
+    from simcalib.metamodel.posterior import scale
+    from simcalib.metamodel.posterior.build import error_scale
+    from simcalib.metamodel.posterior.noise import ResidualError
+
+    seen = {}
+
+    def fake(space, model, rows, cfg, seed, *keys):
+        seen["model"] = model
+        return 3.0, None
+
+    monkeypatch.setattr(scale, "calibrate_kappa", fake)
+    monkeypatch.setattr(training, "heldout_rows", lambda dataset, mm, seed: dataset)
+    rows = pd.DataFrame(np.zeros((4, 6)), columns=["x1", "x2", "x3", "y1", "y2", "y3"])
+    kappa, _ = error_scale(_space(), LinearPredictor(), settings({}), 0, rows)
+    assert kappa == 3.0
+    assert isinstance(seen["model"], ResidualError) and hasattr(seen["model"],
+                                                               "with_residuals")
+
+
 class RosenMM:
     """A metamodel stand-in for the pipeline test: Rosenbrock with a small bias and a
     recorded held-out residual covariance."""

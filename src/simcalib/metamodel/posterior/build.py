@@ -111,7 +111,10 @@ def error_scale(space: Space, mm: Any, cfg: Mapping[str, Any], seed: int,
     from simcalib.metamodel.posterior.scale import calibrate_kappa
     from simcalib.metamodel.training import heldout_rows
 
-    return calibrate_kappa(space, model if model is not None else mm,
+    # the error model, not the metamodel: its covariance is what the calibration
+    # cross-fits (scale.crossfit_ranks)
+    return calibrate_kappa(space, model if model is not None
+                           else error_model(mm, cfg.get("curve_errors")),
                            heldout_rows(dataset, mm, seed), cfg, seed, *keys)
 
 
