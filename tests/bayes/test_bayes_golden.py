@@ -6,9 +6,14 @@ until-converged on; replications batched as lanes; the sequential engine) and co
 a fingerprint of the draws with the values recorded from the code *before*
 ``bayes/lockstep.py`` was split into the ``bayes/moves/`` modules.  The fingerprint is
 a sha256 of the draws' bytes (byte identity on the machine the values were recorded
-on) and a few sums compared to 1e-9 relative (what a different BLAS may change in the
-last bits); the test asserts the sums everywhere and the hash where the platform
-matches the recording one (``GOLDEN_PLATFORM``).
+on) and a few sums.  The sums are asserted everywhere to 1e-3 relative or 0.05
+absolute: another CPU changes the last bits (numpy's SIMD code paths for exp and log),
+and the chains amplify them: on an AVX512_ICL machine the sums moved by up to 8.5e-7
+relative in the lock-step kernels and by 7e-4 (0.02 absolute) in one chain of the
+sequential engine, while different draws (what a refactoring that changes the
+algorithm gives) miss by far more: every pair of the recorded cases differs by at least
+80 % relative in one of its 8 sums.  The hash is
+asserted where the sums agree to the bit, i.e. on the recording kind of CPU.
 """
 
 from __future__ import annotations
@@ -288,17 +293,21 @@ def test_kernel_draws_equal_the_recorded_ones(name, fresh):
     got = fresh["cases"][name]
     want = GOLDEN[name]
     assert got["iterations_run"] == want["iterations_run"]
-    np.testing.assert_allclose(got["sums"], want["sums"], rtol=1e-9)
-    if _platform() == GOLDEN_PLATFORM:
-        assert got["sha256"] == want["sha256"]
+    _same_draws(got, want)
 
 
 def test_batched_lanes_draw_the_recorded_ones(fresh):
     got = fresh["batched"]
     for g, w in zip(got, GOLDEN_BATCH, strict=True):
-        np.testing.assert_allclose(g["sums"], w["sums"], rtol=1e-9)
-        if _platform() == GOLDEN_PLATFORM:
-            assert g["sha256"] == w["sha256"]
+        _same_draws(g, w)
+
+
+def _same_draws(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """The sums to 1e-3 relative or 0.05 absolute everywhere; byte identity where they
+    agree to the bit (module docstring)."""
+    np.testing.assert_allclose(got["sums"], want["sums"], rtol=1e-3, atol=0.05)
+    if _platform() == GOLDEN_PLATFORM and got["sums"] == want["sums"]:
+        assert got["sha256"] == want["sha256"]
 
 
 if __name__ == "__main__":   # the values to record (before a refactoring), or --json

@@ -29,10 +29,14 @@ from simcalib.study.merge import merge_chunks
 from simcalib.study.simulation import run_chunk
 
 #: sha256 of the (8, 9) scalar outputs of the batch below, computed with the model as it
-#: was before the curve existed (commit a6937d0): the curve must not change a bit.
+#: was before the curve existed (commit a6937d0): the curve must not change a bit.  The
+#: expected-value recursion's bits depend on numpy's SIMD code path for exp and power:
+#: a6937d0 itself gives the second digest on a CPU with AVX512_ICL (checked 7 Dec 2026),
+#: so either digest is the model before the curve, each on its own kind of CPU.
 BEFORE = {
-    "stochastic": "29faf853353aad43546879e0452f5affd3158e09c1f2667d15130edaefb64b7a",
-    "expected": "092256cb52bc7d28036475c16bfa32b90a0b960143d385f4b5cb5fe45226f6ce",
+    "stochastic": {"29faf853353aad43546879e0452f5affd3158e09c1f2667d15130edaefb64b7a"},
+    "expected": {"092256cb52bc7d28036475c16bfa32b90a0b960143d385f4b5cb5fe45226f6ce",
+                 "92bb6bf05b01308d25096625f9d79dbd12f914eb6bfcd3ffcb8bc60ce089a2f6"},
 }
 OPTS = {"stochastic": {"population": 20000, "replicates": 2},
         "expected": {"population": 20000, "stochastic": False}}
@@ -53,7 +57,7 @@ def test_scalar_outputs_are_the_same_bits_as_before_the_curve(mode):
     o = EpidemicOptions(**OPTS[mode])
     plain = simulate_batch(design(), o, SEEDS)
     with_curve, curves = simulate_batch_curves(design(), o, SEEDS)
-    assert hashlib.sha256(plain[OUTPUTS].to_numpy().tobytes()).hexdigest() == BEFORE[mode]
+    assert hashlib.sha256(plain[OUTPUTS].to_numpy().tobytes()).hexdigest() in BEFORE[mode]
     pd.testing.assert_frame_equal(plain, with_curve, check_exact=True)
     assert curves.shape == (8, o.max_days)
     # the adapter: without a series the frame is exactly the model's; with one, the
