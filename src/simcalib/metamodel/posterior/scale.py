@@ -22,7 +22,9 @@ miss (the rule until December 2026): the right kappa usually lies between two po
 2, and the least-miss value then fell on either side by noise; measured on the
 epidemic's 30-point case curve (77 held-out rows) the grid gave kappa 8 with joint
 coverage 0.48 / 0.74 / 0.88 at 50/80/95 % where 16 gave 0.58 / 0.83 / 0.94, and the
-targets under-covered by 5-12 points at the chosen value.  Its table (joint coverage at
+targets under-covered by 5-12 points at the chosen value.  (``sequential``'s posterior
+keeps the least-miss rule: its pseudo-targets are its own clustered runs, see
+:func:`simcalib.metamodel.posterior.sequential._kappa`.)  Its table (joint coverage at
 50/80/95 % per kappa, the miss and the signed error) goes to kappa.csv.
 """
 
