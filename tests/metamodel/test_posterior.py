@@ -122,18 +122,25 @@ def test_bad_settings_name_the_key():
         settings({"draws": 2000, "max_draws": 1000})
 
 
-@pytest.mark.slow
-def test_kappa_calibration_recovers_an_underestimated_error():
-    """The model states an error sd 4x too small (variance 16x): simulation-based
-    calibration on held-out rows must pick kappa near 16, and 1 for a correct model."""
-    from simcalib.metamodel.posterior.scale import calibrate_kappa
-
+def _heldout() -> tuple[pd.DataFrame, dict]:
+    """40 held-out rows of the linear model with its true error, and quick settings of
+    kappa's calibration (24 pseudo-targets)."""
     r = np.random.default_rng(5)
     X = r.uniform(-8, 8, (40, 3))
     Z = X @ A.T + r.normal(0, SIGMA, (40, 3))
     rows = pd.DataFrame(np.hstack([X, Z]), columns=["x1", "x2", "x3", "y1", "y2", "y3"])
     cfg = settings({"calibration_targets": 24, "error_dof": 0, "warmup": 300,
                     "calibration_draws": 400, "init_draws": 500})
+    return rows, cfg
+
+
+@pytest.mark.slow
+def test_kappa_calibration_recovers_an_underestimated_error():
+    """The model states an error sd 4x too small (variance 16x): simulation-based
+    calibration on held-out rows must pick kappa near 16, and 1 for a correct model."""
+    from simcalib.metamodel.posterior.scale import calibrate_kappa
+
+    rows, cfg = _heldout()
     small = LinearModel(sigma=SIGMA / 4)
     k_small, table = calibrate_kappa(_space(), small, rows, cfg, 1, "test")
     k_right, _ = calibrate_kappa(_space(), LinearModel(), rows, cfg, 1, "test")
@@ -190,12 +197,7 @@ def test_kappa_calibrates_on_the_residual_error_model_that_stands_in():
     model = error_model(mm)
     assert isinstance(model, ResidualError)
     np.testing.assert_array_equal(model.y_std, mm.y_std)
-    r = np.random.default_rng(5)
-    X = r.uniform(-8, 8, (40, 3))
-    Z = X @ A.T + r.normal(0, SIGMA, (40, 3))
-    rows = pd.DataFrame(np.hstack([X, Z]), columns=["x1", "x2", "x3", "y1", "y2", "y3"])
-    cfg = settings({"calibration_targets": 24, "error_dof": 0, "warmup": 300,
-                    "calibration_draws": 400, "init_draws": 500})
+    rows, cfg = _heldout()
     kappa, _ = calibrate_kappa(_space(), model, rows, cfg, 1, "test")
     assert 0.7 <= kappa <= 2.0
     # the ranks are cross-fitted (half the rows each); the factor carries the kappa to
