@@ -91,6 +91,9 @@ class ResidualError:
     def cov(self, X: np.ndarray) -> np.ndarray:  # noqa: ARG002 - constant in x
         return self._cov
 
+    #: :meth:`with_residuals` applies (kappa's calibration cross-fits, :mod:`.scale`)
+    refittable = True
+
     def with_residuals(self, resid: np.ndarray, pred: np.ndarray) -> ResidualError:  # noqa: ARG002
         """The same model with the covariance of ``resid`` (n, P), as training records
         it (``r^T r / n``): kappa's calibration cross-fits it (:mod:`.scale`)."""

@@ -113,13 +113,12 @@ def crossfit_ranks(space: Space, model: Any, rows: pd.DataFrame, kappas: Sequenc
     the covariance from all n rows by f(n/2) / f(n), f(n) = n / (n - p - 1); the
     factor is f(n) / f(n/2) (0.87 for 9 outputs and 77 rows).  p is the covariance's
     dimension (``model.covariance_dim``: a curve's basis weights, not its points).
-    In-sample, as :func:`joint_ranks` (factor 1): models without ``with_residuals`` or
-    with ``refittable`` false (an ensemble: its folds already cross-fit), and halves
-    too small for their covariance (fewer than p + 5 rows)."""
+    In-sample, as :func:`joint_ranks` (factor 1): models that are not ``refittable``
+    (no ``with_residuals``; an ensemble: its folds already cross-fit), and halves too
+    small for their covariance (fewer than p + 5 rows)."""
     p = int(getattr(model, "covariance_dim", len(getattr(model, "output_names", []))))
     half = len(rows) // 2
-    if (not hasattr(model, "with_residuals") or not getattr(model, "refittable", True)
-            or half < p + 5):
+    if not getattr(model, "refittable", False) or half < p + 5:
         return (*joint_ranks(space, model, rows, kappas, cfg, r), 1.0)
     m = min(len(rows), int(cfg["calibration_targets"]))
     X = rows[list(model.input_names)].to_numpy(dtype=float)

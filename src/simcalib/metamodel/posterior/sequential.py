@@ -180,7 +180,7 @@ def _answer(t: int, draws: Draws, table: pd.DataFrame, rec: pd.Series | None,
 def best_run_by_density(draws: Draws, t: int, X: np.ndarray) -> tuple[int, float] | None:
     """(row, log density) of the row of ``X`` (tunables) where target ``t``'s posterior
     density is highest; None when no row has a finite density."""
-    lps = np.array([_logp(draws, t, x) for x in np.atleast_2d(X)]) if len(X) else np.empty(0)
+    lps = _logp_rows(draws, t, X) if len(X) else np.empty(0)
     if not np.isfinite(lps).any():
         return None
     i = int(np.nanargmax(np.where(np.isfinite(lps), lps, -np.inf)))
@@ -196,13 +196,20 @@ def highest_density_draw(draws: Draws, t: int) -> tuple[np.ndarray, float]:
 def _logp(draws: Draws, t: int, x: np.ndarray) -> float:
     """Posterior log density of target ``t`` at tunables ``x`` (an inferred tau at its
     posterior median)."""
+    return float(_logp_rows(draws, t, np.asarray(x, dtype=float)[None, :])[0])
+
+
+def _logp_rows(draws: Draws, t: int, X: np.ndarray) -> np.ndarray:
+    """:func:`_logp` at every row of ``X`` in one evaluation of the posterior (one
+    emulator pass for a target's runs, not one per run)."""
     post = draws.post
-    tt = np.array([t])
-    U = post.to_u(np.asarray(x, dtype=float)[None, :], tt)
+    X = np.atleast_2d(np.asarray(X, dtype=float))
+    tt = np.full(len(X), t)
+    U = post.to_u(X, tt)
     if post.D > post.d:
         v = np.median(draws.U[:, :, t, post.d]) if post.infer[t] else 0.0
-        U = np.hstack([U, [[v]]])
-    return float(post.logp(U, tt)[0])
+        U = np.hstack([U, np.full((len(X), 1), v)])
+    return np.asarray(post.logp(U, tt), dtype=float)
 
 
 def _answers(draws: Draws, table: pd.DataFrame, records: pd.DataFrame | None,
